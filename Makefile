@@ -1,0 +1,48 @@
+# The two commands: `make demo` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
+MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
+
+.PHONY: demo test install install-test bench clean ops-count docs
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip setuptools wheel
+
+$(VENV)/.installed: $(PY) setup.py
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed setup.py
+	$(PIP) install -e ".[dev,mpi]"
+	touch $@
+
+install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
+
+demo: install
+	$(PY) -m lezero.demo
+
+test: install-test
+	$(PY) -m pytest -n 2 tests
+	$(MAKE) test-mpi
+
+test-mpi: install-test
+	@if [ -d tests/parallel ] && ls tests/parallel/test_*.py >/dev/null 2>&1; then \
+		$(MPI_ENV) $(VENV)/bin/mpiexec -n 2 $(PY) -m pytest -q -p no:cacheprovider tests/parallel; \
+	else echo "no MPI tests yet"; fi
+
+ops-count: install
+	$(PY) -m lezero.functions.registry --count
+
+docs: install
+	$(PY) -m lezero.functions.registry --markdown docs/operators.md
+
+bench: install-test
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

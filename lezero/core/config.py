@@ -1,0 +1,91 @@
+"""Per-thread configuration: ``Config``, ``using_config``, ``no_grad``, ``test_mode``.
+
+Settings live in a ``contextvars.ContextVar`` holding an immutable snapshot, so a serving
+thread inside ``no_grad()`` never changes what a training thread sees.  Changing a setting
+replaces the snapshot; reading one is a single attribute lookup on the current snapshot.
+"""
+import contextlib
+import contextvars
+
+_DEFAULTS = {
+    "enable_backprop": True,   # record graphs for backward
+    "train": True,             # dropout / batch-norm behave as in training
+    "use_numba": True,         # let operators use the Numba kernels in lezero.kernels
+    "function_hooks": (),      # active FunctionHook objects (see core.hooks)
+}
+
+
+class _Settings:
+    """One snapshot of the settings; copied, never mutated once published."""
+
+    def __init__(self, values):
+        self.__dict__.update(values)
+
+    def __getattr__(self, name):
+        # Only reached for settings registered after this snapshot was made.
+        try:
+            return _DEFAULTS[name]
+        except KeyError:
+            raise AttributeError(f"lezero.Config has no setting {name!r}") from None
+
+    def replace(self, name, value):
+        values = dict(self.__dict__)
+        values[name] = value
+        return _Settings(values)
+
+
+_default = _Settings(_DEFAULTS)
+_current = contextvars.ContextVar("lezero_config")
+
+
+def get_config():
+    """Return the current thread's settings snapshot (fast path for operators)."""
+    return _current.get(_default)
+
+
+def register_setting(name, default):
+    """Add a setting (used by AMP, checkpointing, ...) with its default value."""
+    global _default
+    _DEFAULTS[name] = default
+    _default = _Settings(_DEFAULTS)
+
+
+class _ConfigMeta(type):
+    def __getattr__(cls, name):
+        return getattr(get_config(), name)
+
+    def __setattr__(cls, name, value):
+        _current.set(get_config().replace(name, value))
+
+
+class Config(metaclass=_ConfigMeta):
+    """The settings of the current thread, read and written as class attributes.
+
+    ``Config.enable_backprop``, ``Config.train`` and ``Config.use_numba`` are the main ones.
+    Prefer the context managers ``using_config``, ``no_grad`` and ``test_mode``.
+    """
+
+
+@contextlib.contextmanager
+def using_config(name, value):
+    """Set ``Config.<name> = value`` inside a ``with`` block (restored on exit)."""
+    token = _current.set(get_config().replace(name, value))
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def no_grad():
+    """Context manager: run without recording the graph (inference)."""
+    return using_config("enable_backprop", False)
+
+
+def enable_grad():
+    """Context manager: record the graph again inside a ``no_grad`` block."""
+    return using_config("enable_backprop", True)
+
+
+def test_mode():
+    """Context manager: dropout becomes identity, batch norm uses running statistics."""
+    return using_config("train", False)

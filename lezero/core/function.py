@@ -1,0 +1,104 @@
+"""``Function``: the base class of every operator.
+
+Subclass it and write ``forward(*arrays) -> array(s)`` on raw NumPy/CuPy arrays and
+``backward(*grad_outputs) -> gradient(s)`` with LeZero operators on Variables, so the
+backward pass is itself a graph and can be differentiated again.
+"""
+import weakref
+
+import numpy as np
+
+from lezero import cuda
+from lezero.core.config import get_config
+from lezero.core.variable import Variable, as_array
+
+
+class Function:
+    """Base class of operators; an instance is used for exactly one call.
+
+    After a recorded call the instance holds:
+      ``inputs`` (Variables), ``outputs`` (weak references to Variables),
+      ``generation`` (for backward ordering) and ``needs_input_grad`` (a tuple of bools,
+      available already in ``forward`` to skip work for constants).
+    """
+
+    generation = 0
+    inputs = ()
+    outputs = ()
+    needs_input_grad = ()
+
+    def __call__(self, *inputs):
+        inputs = _as_variables(inputs)
+        cfg = get_config()
+        record = cfg.enable_backprop
+        if record:
+            needs = tuple([x.requires_grad for x in inputs])
+            record = True in needs
+            self.needs_input_grad = needs if record else (False,) * len(inputs)
+        else:
+            self.needs_input_grad = (False,) * len(inputs)
+        xs = [x.data for x in inputs]
+
+        hooks = cfg.function_hooks
+        if hooks:
+            for h in hooks:
+                h.forward_preprocess(self, xs)
+        ys = self.forward(*xs)
+        if not isinstance(ys, tuple):
+            ys = (ys,)
+        if hooks:
+            for h in hooks:
+                h.forward_postprocess(self, xs)
+
+        outputs = [Variable(y if type(y) is np.ndarray else as_array(y), requires_grad=record)
+                   for y in ys]
+        if record:
+            self.generation = max([x.generation for x in inputs])
+            for out in outputs:
+                out.creator = self
+                out.generation = self.generation + 1
+            self.inputs = inputs
+            self.outputs = [weakref.ref(out) for out in outputs]
+            if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
+                self._output_meta = [(y.shape, y.dtype) for y in ys]
+        return outputs if len(outputs) > 1 else outputs[0]
+
+    def forward(self, *xs):
+        """Compute the outputs from raw arrays. Override in subclasses."""
+        raise NotImplementedError(f"{type(self).__name__}.forward is not implemented")
+
+    def backward(self, *gys):
+        """Return the gradient for each input from the outputs' gradients (Variables).
+
+        Return one value per input (a Variable, an array or None for no gradient);
+        a single input may return a bare value.  Override in subclasses.
+        """
+        raise NotImplementedError(f"{type(self).__name__}.backward is not implemented; "
+                                  "this operator is not differentiable")
+
+    def __repr__(self):
+        return f"<{type(self).__name__} generation={self.generation}>"
+
+
+def _as_variables(inputs):
+    """Wrap arrays and Python scalars as constant Variables.
+
+    Python scalars take the dtype NumPy gives them next to the first array input, so
+    ``x * 2.0`` keeps a float32 ``x`` in float32.
+    """
+    like = None
+    out = []
+    for x in inputs:
+        if isinstance(x, Variable):
+            out.append(x)
+            continue
+        if like is None:
+            like = next((getattr(v, "data", v) for v in inputs
+                         if isinstance(v, Variable) or isinstance(v, cuda.array_types())), None)
+        if isinstance(x, (bool, int, float)) or isinstance(x, cuda.array_types()) \
+                or isinstance(x, np.generic):
+            out.append(Variable(as_array(x, like), requires_grad=False))
+        else:
+            raise TypeError(f"lezero operator got an input of type {type(x).__name__}; "
+                            "expected a Variable, an ndarray or a Python number")
+    return out

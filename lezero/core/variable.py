@@ -1,0 +1,235 @@
+"""``Variable`` (a node holding an array and its gradient) and ``Parameter``.
+
+Arithmetic operators and array methods (``+``, ``@``, ``x.sum()``, ``x.T`` ...) are attached
+by ``lezero.functions`` when the package is imported, so this file only knows the graph.
+"""
+import numpy as np
+
+from lezero import cuda
+from lezero.core.config import get_config
+
+
+def as_array(x, like=None):
+    """Turn Python data into an array: floats become float32, arrays pass through.
+
+    With ``like`` (an array), a Python scalar takes the dtype NumPy would give it next to
+    ``like`` (a float next to float32 stays float32: no silent float64).
+    """
+    if isinstance(x, cuda.array_types()):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if like is not None and isinstance(x, (bool, int, float)):
+        xp = cuda.get_array_module(like)
+        return xp.asarray(x, dtype=np.result_type(like.dtype, x))
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Variable: cannot convert {type(x).__name__} to an array ({e})") from None
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind not in "biufc":
+        raise TypeError(f"Variable: data of dtype {arr.dtype} is not numeric "
+                        f"(got {type(x).__name__})")
+    return arr
+
+
+class Variable:
+    """A node of the graph: ``data`` (an ndarray), ``grad`` (a Variable or None) and
+    ``creator`` (the Function that produced it, None for leaves).
+
+    A Variable made by the user is a leaf that receives ``.grad`` on backward.  Pass
+    ``requires_grad=False`` to make a constant that no gradient flows into.
+    """
+
+    __slots__ = ("data", "name", "grad", "creator", "generation", "requires_grad",
+                 "_hooks", "_post_hooks", "__weakref__")
+    __array_priority__ = 200      # make ndarray + Variable call Variable.__radd__
+
+    def __init__(self, data, name=None, requires_grad=True):
+        if data is not None and type(data) is not np.ndarray:
+            data = as_array(data)
+        self.data = data
+        self.name = name
+        self.grad = None
+        self.creator = None
+        self.generation = 0
+        self.requires_grad = requires_grad
+        self._hooks = None
+        self._post_hooks = None
+
+    # ----- array-like properties -------------------------------------------------
+    @property
+    def shape(self):
+        return self.data.shape
+
+    @property
+    def ndim(self):
+        return self.data.ndim
+
+    @property
+    def size(self):
+        return self.data.size
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        if self.data is None:
+            return "variable(None)"
+        body = str(self.data).replace("\n", "\n" + " " * 9)
+        dtype = "" if self.data.dtype == np.float32 else f", dtype={self.data.dtype}"
+        return f"variable({body}{dtype})"
+
+    def item(self):
+        """The value of a one-element Variable as a Python number."""
+        return self.data.item()
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.data)
+
+    def __int__(self):
+        return int(self.data)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(cuda.as_numpy(self.data), dtype=dtype)
+
+    # Comparisons give constant (non-differentiable) boolean Variables, as in PyTorch.
+    def __eq__(self, other):
+        return Variable(self.data == _raw(other), requires_grad=False)
+
+    def __ne__(self, other):
+        return Variable(self.data != _raw(other), requires_grad=False)
+
+    def __lt__(self, other):
+        return Variable(self.data < _raw(other), requires_grad=False)
+
+    def __le__(self, other):
+        return Variable(self.data <= _raw(other), requires_grad=False)
+
+    def __gt__(self, other):
+        return Variable(self.data > _raw(other), requires_grad=False)
+
+    def __ge__(self, other):
+        return Variable(self.data >= _raw(other), requires_grad=False)
+
+    __hash__ = object.__hash__    # identity hashing, so Variables can key dicts and sets
+
+    # ----- graph ----------------------------------------------------------------
+    def set_creator(self, func):
+        """Record ``func`` as this Variable's producer (called by Function)."""
+        self.creator = func
+        self.generation = func.generation + 1
+
+    def cleargrad(self):
+        """Forget the accumulated gradient."""
+        self.grad = None
+
+    zero_grad = cleargrad
+
+    def backward(self, retain_grad=False, create_graph=False, grad=None):
+        """Backpropagate from this Variable, accumulating ``.grad`` on every leaf.
+
+        ``grad`` is the upstream gradient (defaults to ones, as in DeZero).  With
+        ``create_graph=True`` the gradients are themselves differentiable.
+        """
+        from lezero.core.backward import backward
+        backward([self], None if grad is None else [grad], retain_grad, create_graph)
+
+    def register_hook(self, fn):
+        """Call ``fn(grad)`` when this Variable's gradient is computed; a returned
+        value replaces the gradient.  Returns a handle whose ``remove()`` undoes it."""
+        if self._hooks is None:
+            self._hooks = []
+        return _HookHandle(self._hooks, fn)
+
+    def register_post_accumulate_grad_hook(self, fn):
+        """Call ``fn(self)`` once per backward, after ``self.grad`` holds the new total."""
+        if self.creator is not None:
+            raise ValueError("register_post_accumulate_grad_hook: only leaf Variables "
+                             "accumulate gradients")
+        if self._post_hooks is None:
+            self._post_hooks = []
+        return _HookHandle(self._post_hooks, fn)
+
+    def unchain(self):
+        """Cut the link to the creator: this Variable becomes a leaf."""
+        self.creator = None
+
+    def unchain_backward(self):
+        """Cut every link in the graph behind this Variable (truncated backprop)."""
+        funcs = [self.creator] if self.creator is not None else []
+        while funcs:
+            f = funcs.pop()
+            for x in f.inputs:
+                if x.creator is not None:
+                    funcs.append(x.creator)
+                    x.unchain()
+
+    def detach(self):
+        """A new constant Variable sharing this one's data, outside every graph."""
+        return Variable(self.data, name=self.name, requires_grad=False)
+
+    def requires_grad_(self, flag=True):
+        """Set ``requires_grad`` in place and return self."""
+        self.requires_grad = flag
+        return self
+
+    # ----- devices --------------------------------------------------------------
+    def to_cpu(self):
+        """Move data (and grad) to NumPy in place; returns self."""
+        if self.data is not None:
+            self.data = cuda.as_numpy(self.data)
+        if self.grad is not None:
+            self.grad.to_cpu()
+        return self
+
+    def to_gpu(self, device=None):
+        """Move data (and grad) to CuPy in place; returns self."""
+        if self.data is not None:
+            self.data = cuda.as_cupy(self.data, device)
+        if self.grad is not None:
+            self.grad.to_gpu(device)
+        return self
+
+
+class Parameter(Variable):
+    """A Variable that a Module registers as trainable."""
+
+    __slots__ = ("__dict__",)
+
+    def __repr__(self):
+        return "parameter" + super().__repr__()[8:]
+
+
+def _raw(x):
+    return x.data if isinstance(x, Variable) else x
+
+
+def as_variable(x):
+    """Wrap an array in a constant Variable; Variables pass through."""
+    if isinstance(x, Variable):
+        return x
+    return Variable(as_array(x), requires_grad=False)
+
+
+class _HookHandle:
+    """Returned by ``register_hook``: ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks, fn):
+        if not callable(fn):
+            raise TypeError(f"register_hook: expected a callable, got {type(fn).__name__}")
+        self._hooks = hooks
+        self._fn = fn
+        hooks.append(fn)
+
+    def remove(self):
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)

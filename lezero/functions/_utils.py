@@ -1,0 +1,71 @@
+"""Small helpers shared by the operator modules: argument checks and gradient reshaping."""
+import numpy as np
+
+from lezero import cuda
+from lezero.core import Variable, as_array
+
+
+def data_of(x):
+    """The raw array behind a Variable, array or scalar."""
+    return x.data if isinstance(x, Variable) else x
+
+
+def xp_of(*xs):
+    """The array module (numpy or cupy) of the given Variables/arrays."""
+    return cuda.get_array_module(*xs)
+
+
+def check_variable(op, name, x):
+    """Raise TypeError unless ``x`` is a Variable or an array; return its array."""
+    if isinstance(x, Variable):
+        return x.data
+    if isinstance(x, cuda.array_types()):
+        return x
+    raise TypeError(f"{op}: {name} must be a Variable or an ndarray, got {type(x).__name__}")
+
+
+def check_float(op, name, x):
+    """Raise TypeError unless ``x`` holds floating-point data."""
+    arr = check_variable(op, name, x)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{op}: {name} must be floating point, got dtype {arr.dtype}")
+    return arr
+
+
+def normalize_axis(op, axis, ndim):
+    """One axis in [0, ndim), with a clear error when out of range."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{op}: axis {axis} is out of range for an input with {ndim} dims")
+    return int(axis) % max(ndim, 1)
+
+
+def normalize_axes(op, axis, ndim):
+    """None (all axes) or a sorted tuple of distinct axes in [0, ndim)."""
+    if axis is None:
+        return None
+    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
+    out = tuple(sorted(normalize_axis(op, a, ndim) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return out
+
+
+def keepdims_shape(shape, axes):
+    """The shape a reduction over ``axes`` has with keepdims=True."""
+    if axes is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def constant(array):
+    """A Variable that no gradient flows into."""
+    return Variable(array, requires_grad=False)
+
+
+def as_input(x, like=None):
+    """A Variable for an operator argument (arrays and scalars become constants)."""
+    if isinstance(x, Variable):
+        return x
+    return Variable(as_array(x, None if like is None else data_of(like)), requires_grad=False)
