@@ -6,6 +6,11 @@ import lezero as lz
 
 
 def pytest_configure(config):
+    try:    # the oracle runs single-threaded: two xdist workers share two cores
+        import torch
+        torch.set_num_threads(1)
+    except ImportError:
+        pass
     config.addinivalue_line("markers", "gpu: needs CuPy and a CUDA device")
     config.addinivalue_line("markers", "mpi: run under mpiexec (tests/parallel)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
