@@ -28,6 +28,7 @@ setup(
     package_data={"lezero": ["data/datasets/*.txt", "data/datasets/*.gz"]},
     install_requires=[
         "numpy>=1.26",
+        "scipy>=1.10",         # special functions (erf) on the CPU
         "numba>=0.59",
         "h5py>=3.8",
         "scikit-learn>=1.3",   # ships the real handwritten-digits data used by the demo
