@@ -17,7 +17,7 @@ from lezero.core.variable import Variable, as_array
 
 def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False):
     """Accumulate d(outputs)/d(leaf) into every leaf's ``.grad``."""
-    _run(outputs, grad_outputs, retain_grad, create_graph, wanted=None)
+    _run(_as_list(outputs, "outputs"), grad_outputs, retain_grad, create_graph, wanted=None)
 
 
 def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=False):
@@ -33,10 +33,10 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=Fa
     for i, x in enumerate(inputs):
         if not isinstance(x, Variable):
             raise TypeError(f"grad: inputs[{i}] must be a Variable, got {type(x).__name__}")
-    found = _run(outputs, grad_outputs, False, create_graph, wanted={id(x) for x in inputs})
+    found = _run(outputs, grad_outputs, False, create_graph, wanted=set(inputs))
     result = []
     for i, x in enumerate(inputs):
-        g = found.get(id(x))
+        g = found.get(x)
         if g is None and not allow_unused:
             raise ValueError(f"grad: inputs[{i}] (shape {x.shape}) is not used to compute "
                              "the outputs; pass allow_unused=True to get None for it")
@@ -67,30 +67,29 @@ def _seed(outputs, grad_outputs):
             g = Variable(cuda.get_array_module(y.data).ones_like(y.data), requires_grad=False)
         elif not isinstance(g, Variable):
             g = Variable(as_array(g, y.data), requires_grad=False)
-        if g.shape != y.shape:
+        if g.data.shape != y.data.shape:
             raise ValueError(f"backward: grad_outputs[{i}] has shape {g.shape} but "
                              f"outputs[{i}] has shape {y.shape}")
-        seeds[id(y)] = _add(seeds.get(id(y)), g)
+        seeds[y] = _add(seeds.get(y), g)
     return seeds
 
 
 def _count_leaf_uses(outputs):
-    """Walk the graph once; return {id(leaf): number of recorded uses}."""
+    """Walk the graph once; return {leaf: number of recorded uses}."""
     uses = {}
     seen = set()
     stack = [y.creator for y in outputs if y.creator is not None]
     while stack:
         f = stack.pop()
-        if id(f) in seen:
+        if f in seen:
             continue
-        seen.add(id(f))
+        seen.add(f)
         for x, needed in zip(f.inputs, f.needs_input_grad):
-            if not needed:
-                continue
-            if x.creator is None:
-                uses[id(x)] = uses.get(id(x), 0) + 1
-            else:
-                stack.append(x.creator)
+            if needed:
+                if x.creator is None:
+                    uses[x] = uses.get(x, 0) + 1
+                else:
+                    stack.append(x.creator)
     return uses
 
 
@@ -110,99 +109,137 @@ def _apply_hooks(x, g):
     return g
 
 
+def _finish_leaf(x, g, create_graph, wanted, found, claimed):
+    """A leaf's gradient is complete: run its hooks, then store or accumulate it."""
+    if x._hooks:
+        g = _apply_hooks(x, g)
+    if wanted is not None:
+        if x in wanted:
+            found[x] = g
+        return
+    if create_graph:
+        x.grad = g if x.grad is None else x.grad + g
+    elif x.grad is None:
+        # .grad must own writable memory: optimizers and clipping update it in place,
+        # and a gradient may be a broadcast view, the caller's seed, or shared by leaves.
+        d = g.data
+        if d.base is not None or id(d) in claimed or not getattr(d.flags, "writeable", True):
+            d = d.copy()
+            g = Variable(d, requires_grad=False)
+        claimed.add(id(d))
+        x.grad = g
+    else:
+        x.grad.data += g.data
+    if x._post_hooks:
+        for hook in list(x._post_hooks):
+            hook(x)
+
+
+def _output_grads(f, grads, retain_grad, wanted, found):
+    """Collect (and release) the gradients of ``f``'s outputs, zero-filling missing ones.
+
+    Returns None when no output received a gradient (nothing to propagate)."""
+    outs = f.outputs
+    if len(outs) == 1:                 # the common case, kept short
+        y = outs[0]()
+        g = None if y is None else grads.pop(y, None)
+        if g is None:
+            return None
+        if y._hooks:
+            g = _apply_hooks(y, g)
+        if retain_grad:
+            y.grad = g
+        if wanted is not None and y in wanted:
+            found[y] = g
+        return (g,)
+    if not any(ref() in grads for ref in outs):
+        return None
+    gys = []
+    for i, ref in enumerate(f.outputs):
+        y = ref()
+        g = None if y is None else grads.pop(y, None)
+        if g is not None:
+            if y._hooks:
+                g = _apply_hooks(y, g)
+            if retain_grad:
+                y.grad = g
+            if wanted is not None and y in wanted:
+                found[y] = g
+        elif len(f.outputs) > 1:       # an output that received no gradient: zeros
+            shape, dtype = f._output_meta[i]
+            xp = cuda.get_array_module(f.inputs[0].data)
+            g = Variable(xp.zeros(shape, dtype), requires_grad=False)
+        gys.append(g)
+    return gys
+
+
+def _call_backward(f, gys):
+    """Run ``f.backward`` (with function hooks) and normalise its result to a tuple."""
+    hooks = get_config().function_hooks
+    if not hooks:
+        gxs = f.backward(*gys)
+    else:
+        for h in hooks:
+            h.backward_preprocess(f, gys)
+        gxs = f.backward(*gys)
+        for h in hooks:
+            h.backward_postprocess(f, gys)
+    if not isinstance(gxs, tuple):
+        gxs = (gxs,)
+    if len(gxs) != len(f.inputs):
+        raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
+                         f"for {len(f.inputs)} inputs")
+    return gxs
+
+
 def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
-    outputs = _as_list(outputs, "outputs")
     token = _current.set(get_config().replace("enable_backprop", bool(create_graph)))
     try:
         grads = _seed(outputs, grad_outputs)
-        leaves = {id(y): y for y in outputs if y.creator is None}
+        # Caller-given gradients must be copied before they become some leaf's .grad.
+        claimed = set() if grad_outputs is None else {id(g.data) for g in grads.values()}
+        leaves = {y: None for y in outputs if y.creator is None}
         uses = _count_leaf_uses(outputs)
         found = {}
-
-        def finish_leaf(x):
-            g = grads.pop(id(x))
-            if x._hooks:
-                g = _apply_hooks(x, g)
-            if wanted is not None:
-                if id(x) in wanted:
-                    found[id(x)] = g
-                return
-            if x.grad is None:
-                x.grad = g
-            elif create_graph:
-                x.grad = x.grad + g
-            else:
-                x.grad = Variable(x.grad.data + g.data, requires_grad=False)
-            if x._post_hooks:
-                for hook in list(x._post_hooks):
-                    hook(x)
-
         heap, counter, queued = [], 0, set()
+        push, pop = heapq.heappush, heapq.heappop
         for y in outputs:
             f = y.creator
-            if f is not None and id(f) not in queued:
-                queued.add(id(f))
-                heapq.heappush(heap, (-f.generation, counter, f))
+            if f is not None and f not in queued:
+                queued.add(f)
+                push(heap, (-f.generation, counter, f))
                 counter += 1
 
         while heap:
-            f = heapq.heappop(heap)[2]
-            gys = []
-            for i, ref in enumerate(f.outputs):
-                y = ref()
-                g = None if y is None else grads.pop(id(y), None)
-                if g is not None:
-                    if y._hooks:
-                        g = _apply_hooks(y, g)
-                    if retain_grad:
-                        y.grad = g
-                    if wanted is not None and id(y) in wanted:
-                        found[id(y)] = g
-                elif len(f.outputs) > 1:       # an output that received no gradient: zeros
-                    shape, dtype = f._output_meta[i]
-                    xp = cuda.get_array_module(f.inputs[0].data)
-                    g = Variable(xp.zeros(shape, dtype), requires_grad=False)
-                gys.append(g)
-            if all(g is None for g in gys):
+            f = pop(heap)[2]
+            gys = _output_grads(f, grads, retain_grad, wanted, found)
+            if gys is None:
                 continue
-
-            hooks = get_config().function_hooks
-            if hooks:
-                for h in hooks:
-                    h.backward_preprocess(f, gys)
-            gxs = f.backward(*gys)
-            if hooks:
-                for h in hooks:
-                    h.backward_postprocess(f, gys)
-            if not isinstance(gxs, tuple):
-                gxs = (gxs,)
-            if len(gxs) != len(f.inputs):
-                raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
-                                 f"for {len(f.inputs)} inputs")
-
+            gxs = _call_backward(f, gys)
             for x, gx, needed in zip(f.inputs, gxs, f.needs_input_grad):
                 if gx is None or not needed:
                     continue
-                if not isinstance(gx, Variable):
+                if type(gx) is not Variable and not isinstance(gx, Variable):
                     gx = Variable(as_array(gx), requires_grad=False)
-                if gx.shape != x.shape:
+                if gx.data.shape != x.data.shape:
                     raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
                                      f"shape {gx.shape} for an input of shape {x.shape}")
-                key = id(x)
-                grads[key] = _add(grads.get(key), gx)
-                if x.creator is None:
-                    leaves[key] = x
-                    uses[key] -= 1
-                    if uses[key] == 0:
-                        finish_leaf(x)
-                elif id(x.creator) not in queued:
-                    queued.add(id(x.creator))
-                    heapq.heappush(heap, (-x.creator.generation, counter, x.creator))
+                prev = grads.get(x)
+                grads[x] = gx if prev is None else _add(prev, gx)
+                creator = x.creator
+                if creator is None:
+                    leaves[x] = None
+                    uses[x] -= 1
+                    if uses[x] == 0:
+                        _finish_leaf(x, grads.pop(x), create_graph, wanted, found, claimed)
+                elif creator not in queued:
+                    queued.add(creator)
+                    push(heap, (-creator.generation, counter, creator))
                     counter += 1
 
-        for key, x in leaves.items():   # leaves that were outputs themselves, or unfinished
-            if key in grads:
-                finish_leaf(x)
+        for x in leaves:   # leaves that were outputs themselves, or never completed
+            if x in grads:
+                _finish_leaf(x, grads.pop(x), create_graph, wanted, found, claimed)
         return found
     finally:
         _current.reset(token)

@@ -29,9 +29,22 @@ class _Settings:
             raise AttributeError(f"lezero.Config has no setting {name!r}") from None
 
     def replace(self, name, value):
-        values = dict(self.__dict__)
-        values[name] = value
-        return _Settings(values)
+        """A snapshot equal to this one but for ``name``; cached, since snapshots never
+        change (entering ``no_grad`` then costs a dict lookup, not a copy)."""
+        key = (name, value)
+        try:
+            hash(key)
+        except TypeError:
+            key = None
+        derived = self.__dict__.setdefault("_derived", {})
+        snap = derived.get(key) if key is not None else None
+        if snap is None:
+            values = {k: v for k, v in self.__dict__.items() if k != "_derived"}
+            values[name] = value
+            snap = _Settings(values)
+            if key is not None and len(derived) < 64:
+                derived[key] = snap
+        return snap
 
 
 _default = _Settings(_DEFAULTS)

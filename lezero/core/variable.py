@@ -140,8 +140,7 @@ class Variable:
         ``grad`` is the upstream gradient (defaults to ones, as in DeZero).  With
         ``create_graph=True`` the gradients are themselves differentiable.
         """
-        from lezero.core.backward import backward
-        backward([self], None if grad is None else [grad], retain_grad, create_graph)
+        _run([self], None if grad is None else [grad], retain_grad, create_graph, None)
 
     def register_hook(self, fn):
         """Call ``fn(grad)`` when this Variable's gradient is computed; a returned
@@ -233,3 +232,7 @@ class _HookHandle:
     def remove(self):
         if self._fn in self._hooks:
             self._hooks.remove(self._fn)
+
+
+# Imported last: the engine needs Variable defined first.
+from lezero.core.backward import _run  # noqa: E402

@@ -1,0 +1,52 @@
+"""Shared benchmark helpers: timing, thread pinning and the side-by-side report."""
+import os
+import time
+
+
+def set_threads(n=None):
+    """Use the same number of threads for NumPy's BLAS (set before import) and PyTorch."""
+    import torch
+    n = n or int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
+    torch.set_num_threads(n)
+    return n
+
+
+def best_time(fn, repeat=7, number=1, warmup=2):
+    """The best (minimum) seconds per call over ``repeat`` rounds of ``number`` calls."""
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    return best
+
+
+def report(title, rows):
+    """Print rows of (name, lezero seconds, torch seconds, target ratio or None)."""
+    print(f"\n== {title}")
+    print(f"{'case':<34}{'LeZero':>12}{'PyTorch':>12}{'ratio':>8}{'target':>8}")
+    for name, ours, theirs, target in rows:
+        ratio = ours / theirs
+        mark = "" if target is None else ("ok" if ratio <= target else "MISS")
+        tgt = "" if target is None else f"<={target:g}"
+        print(f"{name:<34}{_fmt(ours):>12}{_fmt(theirs):>12}{ratio:>8.2f}{tgt:>6} {mark}")
+
+
+def _fmt(seconds):
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.2f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def numpy_matmul_peak(n=1024, dtype="float32"):
+    """GFLOP/s of a square float32 NumPy matmul: the machine's practical limit."""
+    import numpy as np
+    a = np.random.rand(n, n).astype(dtype)
+    b = np.random.rand(n, n).astype(dtype)
+    t = best_time(lambda: a @ b, repeat=5)
+    return 2 * n ** 3 / t / 1e9
