@@ -1,0 +1,34 @@
+"""Argument checks and constant masks shared by the activation, dropout and softmax modules."""
+import numbers
+
+from lezero.functions._utils import check_float, constant, data_of
+
+
+def check_input(op, x):
+    """Raise TypeError unless ``x`` is a floating-point Variable or array; return ``x``."""
+    check_float(op, "input", x)
+    return x
+
+
+def check_real(op, name, value):
+    """A real-number argument as a Python float (so it never promotes float32 data)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__} "
+                        f"{value!r}")
+    return float(value)
+
+
+def check_probability(op, p):
+    """A dropout probability in [0, 1] as a Python float."""
+    p = check_real(op, "p", p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability p must be in [0, 1], got {p}")
+    return p
+
+
+def mask_like(x, values):
+    """A constant Variable holding ``values`` (a boolean or numeric array) in ``x``'s dtype.
+
+    Masks pick pieces of piecewise functions; being constants, their derivative is 0.
+    """
+    return constant(values.astype(data_of(x).dtype, copy=False))
