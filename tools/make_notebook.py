@@ -52,6 +52,7 @@ def build(src_path, out_path=None, timeout=600):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out_path), suffix=".ipynb")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         nbformat.write(nb, f)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, out_path)
     return out_path
 

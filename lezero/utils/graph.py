@@ -65,6 +65,7 @@ def plot_dot_graph(output, verbose=True, to_file="graph.png"):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(to_file)), suffix=ext)
     os.close(fd)
     subprocess.run([exe, dot_path, "-T", ext[1:] or "png", "-o", tmp], check=True)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, to_file)
     return to_file
 
@@ -73,4 +74,5 @@ def _write_atomic(path, text):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
     with os.fdopen(fd, "w") as f:
         f.write(text)
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
