@@ -1,0 +1,160 @@
+"""Pooling kernels: max-pool forward with argmax indices, and the row scatter-add that
+is its backward.  Each Numba kernel has a NumPy reference beside it with the same
+signature; tests compare the two, and operators fall back to the reference whenever
+``lezero.kernels.enabled`` says no (CuPy arrays, ``Config.use_numba = False``, no Numba).
+
+Layout: ``x`` is ``(R, H, W)`` with ``R = N * C`` rows; indices are flat positions
+``h * W + w`` into one row, as PyTorch's ``return_indices`` gives them.
+Ties go to the first maximum in window order (row-major over the kernel), and a NaN
+wins over numbers (the last NaN in window order), which is what PyTorch's CPU kernel does.
+"""
+import numpy as np
+
+from lezero.kernels import numba_available
+
+
+# ----- NumPy references (also the CuPy path: only slicing and elementwise ops) ----------
+
+def _window_rows(size, out, k, s, p, d, xp):
+    """For one spatial axis: ``pos[o, kk]`` input coordinate of kernel tap ``kk`` of output
+    ``o``, and whether it lies inside the input (taps in the padding are skipped)."""
+    pos = xp.arange(out)[:, None] * s - p + xp.arange(k)[None, :] * d
+    return pos, (pos >= 0) & (pos < size)
+
+
+def max_pool2d_ref(x, kernel, stride, padding, dilation, out_size):
+    """Max pooling of ``x`` (R, H, W) -> (values (R, OH, OW), int64 indices (R, OH, OW)).
+
+    Loops over the kernel taps (k*k strided slices of a padded copy), keeping a running
+    maximum, so memory stays O(output) and the same code runs on CuPy.
+    """
+    xp = _xp(x)
+    R, H, W = x.shape
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, stride, padding, dilation, out_size
+    # Pad enough on the right for ceil_mode windows that overhang the input.
+    need_h = (oh - 1) * sh + (kh - 1) * dh + 1
+    need_w = (ow - 1) * sw + (kw - 1) * dw + 1
+    xpad = xp.zeros((R, max(need_h, H + ph), max(need_w, W + pw)), dtype=x.dtype)
+    xpad[:, ph:ph + H, pw:pw + W] = x
+    pos_h, ok_h = _window_rows(H, oh, kh, sh, ph, dh, xp)
+    pos_w, ok_w = _window_rows(W, ow, kw, sw, pw, dw, xp)
+    best = xp.full((R, oh, ow), -np.inf, dtype=x.dtype)
+    arg = xp.full((R, oh, ow), -1, dtype=np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            win = xpad[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            inside = ok_h[:, i][:, None] & ok_w[:, j][None, :]
+            # The first tap inside the image always counts, even when it is -inf.
+            upd = inside & ((win > best) | xp.isnan(win) | (arg < 0))
+            best = xp.where(upd, win, best)
+            flat = pos_h[:, i][:, None] * W + pos_w[:, j][None, :]
+            arg = xp.where(upd, flat, arg)
+    return best, arg
+
+
+def scatter_add_rows_ref(g, idx, row_size):
+    """``out[r, idx[r, j]] += g[r, j]`` into zeros of shape (R, row_size)."""
+    xp = _xp(g)
+    R = g.shape[0]
+    g2 = g.reshape(R, -1)
+    flat = (idx.reshape(R, -1) + (xp.arange(R) * row_size)[:, None]).ravel()
+    out = xp.zeros(R * row_size, dtype=g.dtype)
+    if xp is np:
+        np.add.at(out, flat, g2.ravel())
+    else:
+        import cupyx
+        cupyx.scatter_add(out, flat, g2.ravel())
+    return out.reshape(R, row_size)
+
+
+def _xp(a):
+    from lezero.cuda import get_array_module
+    return get_array_module(a)
+
+
+# ----- Numba kernels ---------------------------------------------------------------------
+
+_jit = {}
+
+
+def _compile():
+    """Compile (or load from Numba's cache) the kernels on first use."""
+    if _jit:
+        return _jit
+    import numba
+
+    @numba.njit(cache=True, nogil=True)
+    def max_pool2d_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out, arg):
+        R, H, W = x.shape
+        for r in range(R):
+            for i in range(oh):
+                h0 = i * sh - ph
+                for j in range(ow):
+                    w0 = j * sw - pw
+                    best = -np.inf
+                    where = -1
+                    for a in range(kh):
+                        h = h0 + a * dh
+                        if h < 0 or h >= H:
+                            continue
+                        for b in range(kw):
+                            w = w0 + b * dw
+                            if w < 0 or w >= W:
+                                continue
+                            v = x[r, h, w]
+                            if where < 0 or v > best or v != v:
+                                best = v
+                                where = h * W + w
+                    out[r, i, j] = best
+                    arg[r, i, j] = where
+
+    @numba.njit(cache=True, nogil=True)
+    def scatter_add_rows_kernel(g, idx, out):
+        R, L = g.shape
+        for r in range(R):
+            for j in range(L):
+                out[r, idx[r, j]] += g[r, j]
+
+    _jit["max_pool2d"] = max_pool2d_kernel
+    _jit["scatter_add_rows"] = scatter_add_rows_kernel
+    return _jit
+
+
+def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
+    """Numba version of ``max_pool2d_ref`` (same arguments and results)."""
+    k = _compile()["max_pool2d"]
+    x = np.ascontiguousarray(x)
+    R = x.shape[0]
+    out = np.empty((R,) + tuple(out_size), dtype=x.dtype)
+    arg = np.empty((R,) + tuple(out_size), dtype=np.int64)
+    k(x, *kernel, *stride, *padding, *dilation, *out_size, out, arg)
+    return out, arg
+
+
+def scatter_add_rows_numba(g, idx, row_size):
+    """Numba version of ``scatter_add_rows_ref``."""
+    k = _compile()["scatter_add_rows"]
+    R = g.shape[0]
+    out = np.zeros((R, row_size), dtype=g.dtype)
+    k(np.ascontiguousarray(g.reshape(R, -1)), np.ascontiguousarray(idx.reshape(R, -1)), out)
+    return out
+
+
+def max_pool2d(x, kernel, stride, padding, dilation, out_size):
+    """Dispatch: the Numba kernel where ``lezero.kernels.enabled``, else the reference."""
+    from lezero.kernels import enabled
+    if enabled(x):
+        return max_pool2d_numba(x, kernel, stride, padding, dilation, out_size)
+    return max_pool2d_ref(x, kernel, stride, padding, dilation, out_size)
+
+
+def scatter_add_rows(g, idx, row_size):
+    """Dispatch: the Numba kernel where ``lezero.kernels.enabled``, else the reference."""
+    from lezero.kernels import enabled
+    if enabled(g, idx):
+        return scatter_add_rows_numba(g, idx, row_size)
+    return scatter_add_rows_ref(g, idx, row_size)
+
+
+__all__ = ["max_pool2d", "max_pool2d_ref", "max_pool2d_numba", "scatter_add_rows",
+           "scatter_add_rows_ref", "scatter_add_rows_numba", "numba_available"]

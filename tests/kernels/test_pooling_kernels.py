@@ -1,0 +1,79 @@
+"""The Numba pooling kernels equal their NumPy references, bit for bit."""
+import numpy as np
+import pytest
+
+import lezero as lz
+import lezero.functions as F
+from lezero.functions.pooling_common import pooled_size
+from lezero.kernels import numba_available
+from lezero.kernels import pooling as K
+
+pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
+
+GEOMETRIES = [
+    # kernel, stride, padding, dilation, ceil_mode
+    ((2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((3, 2), (1, 2), (1, 1), (2, 1), False),
+    ((1, 4), (3, 1), (0, 2), (1, 2), True),
+]
+
+
+def _case(geom, dtype, seed):
+    kernel, stride, padding, dilation, ceil = geom
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.standard_normal((5, 9, 8)) * 2).astype(dtype)   # plenty of ties
+    x[0, :3, :3] = -np.inf                                           # an all -inf window
+    x[1, 4, 4] = np.nan                                              # NaN wins
+    x[1, 4, 6] = np.nan
+    out = tuple(pooled_size(n, k, s, p, d, ceil) for n, k, s, p, d in
+                zip(x.shape[1:], kernel, stride, padding, dilation))
+    return x, (kernel, stride, padding, dilation, out)
+
+
+@pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_kernel_equals_reference(geom, dtype):
+    x, args = _case(geom, dtype, seed=0)
+    y_ref, i_ref = K.max_pool2d_ref(x, *args)
+    y_nb, i_nb = K.max_pool2d_numba(x, *args)
+    assert y_nb.dtype == y_ref.dtype == dtype
+    np.testing.assert_array_equal(y_nb, y_ref)
+    np.testing.assert_array_equal(i_nb, i_ref)
+    assert i_ref.min() >= 0 and i_ref.max() < x.shape[1] * x.shape[2]
+
+
+def test_max_pool2d_reference_matches_torch_on_nan_and_inf():
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as TF
+    x, (k, s, p, d, out) = _case(GEOMETRIES[1], np.float32, seed=1)
+    y, i = K.max_pool2d_ref(x, k, s, p, d, out)
+    ty, ti = TF.max_pool2d(torch.tensor(x)[None], k, s, p, d, ceil_mode=True,
+                           return_indices=True)
+    np.testing.assert_array_equal(y, ty[0].numpy())
+    np.testing.assert_array_equal(i, ti[0].numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_rows_kernel_equals_reference(dtype):
+    rng = np.random.default_rng(2)
+    g = rng.standard_normal((6, 10)).astype(dtype)
+    idx = rng.integers(0, 7, size=(6, 10))                 # repeated indices add up
+    ref = K.scatter_add_rows_ref(g, idx, 7)
+    nb = K.scatter_add_rows_numba(g, idx, 7)
+    assert nb.dtype == dtype
+    np.testing.assert_allclose(nb, ref, rtol=1e-6)
+    np.testing.assert_allclose(ref.sum(axis=1), g.sum(axis=1), rtol=1e-5)
+
+
+def test_operator_gives_the_same_with_numba_off():
+    x = np.random.default_rng(3).standard_normal((2, 3, 7, 7)).astype(np.float32)
+    results = []
+    for flag in (True, False):
+        with lz.using_config("use_numba", flag):
+            v = lz.Variable(x)
+            y, i = F.max_pool2d(v, 3, stride=2, padding=1, return_indices=True)
+            (y * y).sum().backward()
+            results.append((y.data, i.data, v.grad.data))
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
