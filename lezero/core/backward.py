@@ -109,6 +109,13 @@ def _apply_hooks(x, g):
     return g
 
 
+def _root(a):
+    """The array that owns ``a``'s memory."""
+    while a.base is not None:
+        a = a.base
+    return a
+
+
 def _finish_leaf(x, g, create_graph, wanted, found, claimed):
     """A leaf's gradient is complete: run its hooks, then store or accumulate it."""
     if x._hooks:
@@ -123,10 +130,12 @@ def _finish_leaf(x, g, create_graph, wanted, found, claimed):
         # .grad must own writable memory: optimizers and clipping update it in place,
         # and a gradient may be a broadcast view, the caller's seed, or shared by leaves.
         d = g.data
-        if d.base is not None or id(d) in claimed or not getattr(d.flags, "writeable", True):
+        root = _root(d)                   # views share memory with their root array
+        if id(root) in claimed or not getattr(d.flags, "writeable", True):
             d = d.copy()
             g = Variable(d, requires_grad=False)
-        claimed.add(id(d))
+            root = d
+        claimed.add(id(root))
         x.grad = g
     else:
         x.grad.data += g.data
@@ -197,7 +206,7 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
     try:
         grads = _seed(outputs, grad_outputs)
         # Caller-given gradients must be copied before they become some leaf's .grad.
-        claimed = set() if grad_outputs is None else {id(g.data) for g in grads.values()}
+        claimed = set() if grad_outputs is None else {id(_root(g.data)) for g in grads.values()}
         leaves = {y: None for y in outputs if y.creator is None}
         uses = _count_leaf_uses(outputs)
         found = {}

@@ -310,3 +310,11 @@ def test_graph_is_freed_when_output_dies():
     f_ref = weakref.ref(y.creator)
     del y
     assert f_ref() is None
+
+
+def test_leaf_grads_that_are_views_of_one_buffer_are_separated():
+    x = lz.Variable(np.ones((2, 3)))
+    x2 = lz.Variable(np.ones(6))
+    (F.reshape(x, (6,)) + x2).sum().backward()      # both grads derive from one array
+    x2.grad.data[:] = 5
+    np.testing.assert_array_equal(x.grad.data, np.ones((2, 3)))
