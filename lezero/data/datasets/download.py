@@ -1,0 +1,141 @@
+"""Downloading and caching dataset files: checksums, mirrors, atomic writes, safe extraction.
+
+A download streams into a temporary file beside its destination while hashing it, and is
+renamed into place only when the checksum matches: a cache never holds a partial or
+corrupt file.  Any URL ``urllib`` opens works, including ``file://`` (how the tests serve
+fixture files without a network).
+"""
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+import urllib.error
+import urllib.request
+
+__all__ = ["default_root", "file_digest", "check_integrity", "download_url",
+           "download_from_mirrors", "extract_tar"]
+
+_CHUNK = 1 << 20
+
+
+def default_root():
+    """Where datasets are cached: ``$LEZERO_DATA``, else ``~/.cache/lezero/datasets``."""
+    return os.environ.get("LEZERO_DATA") or os.path.join(
+        os.path.expanduser("~"), ".cache", "lezero", "datasets")
+
+
+def file_digest(path, algorithm="md5"):
+    """The hex digest of a file, read in chunks."""
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _algorithm(checksum):
+    """md5 (32 hex digits) or sha256 (64), recognised by length."""
+    return {32: "md5", 64: "sha256"}.get(len(checksum)) if checksum else None
+
+
+def check_integrity(path, checksum=None):
+    """True when ``path`` exists and, if a checksum (md5 or sha256 hex) is given, matches."""
+    if not os.path.isfile(path):
+        return False
+    if checksum is None:
+        return True
+    return file_digest(path, _algorithm(checksum)) == checksum.lower()
+
+
+def download_url(url, root, filename=None, checksum=None, timeout=60, progress=False):
+    """Download ``url`` to ``root/filename`` unless a file with the right checksum is there.
+
+    ``checksum`` is an md5 or sha256 hex digest; a mismatch raises ``IOError`` and leaves
+    nothing behind.  Returns the path.
+    """
+    filename = filename or os.path.basename(urllib.request.urlparse(url).path)
+    if not filename:
+        raise ValueError(f"download_url: cannot tell a file name from url {url!r}; pass "
+                         f"filename")
+    if checksum is not None and _algorithm(checksum) is None:
+        raise ValueError(f"download_url: checksum must be an md5 (32 hex digits) or sha256 "
+                         f"(64) digest, got {checksum!r}")
+    os.makedirs(root, exist_ok=True)
+    path = os.path.join(root, filename)
+    if check_integrity(path, checksum):
+        return path
+    digest = hashlib.new(_algorithm(checksum) or "md5")
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{filename}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+            total = resp.headers.get("Content-Length")
+            bar = _bar(progress, total, filename)
+            for chunk in iter(lambda: resp.read(_CHUNK), b""):
+                out.write(chunk)
+                digest.update(chunk)
+                if bar is not None:
+                    bar.update(len(chunk))
+            if bar is not None:
+                bar.close()
+            out.flush()
+            os.fsync(out.fileno())
+        if checksum is not None and digest.hexdigest() != checksum.lower():
+            raise IOError(f"download_url: checksum mismatch for {url}: expected {checksum}, "
+                          f"got {digest.hexdigest()}")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def _bar(progress, total, name):
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+    return tqdm(total=int(total) if total else None, unit="B", unit_scale=True, desc=name)
+
+
+def download_from_mirrors(mirrors, filename, root, checksum=None, progress=False):
+    """Try ``mirror + filename`` for each mirror in turn; the first good copy wins.
+
+    Raises ``IOError`` listing every mirror's failure when none works.
+    """
+    errors = []
+    for mirror in mirrors:
+        url = mirror.rstrip("/") + "/" + filename
+        try:
+            return download_url(url, root, filename, checksum, progress=progress)
+        except (urllib.error.URLError, IOError, OSError, ValueError) as e:
+            errors.append(f"  {url}: {type(e).__name__}: {e}")
+    raise IOError(f"could not download {filename} from any mirror:\n" + "\n".join(errors))
+
+
+def extract_tar(archive, dest):
+    """Extract a (compressed) tar archive into ``dest``, safely and atomically.
+
+    Members that would land outside ``dest`` (absolute paths, ``..``, links out) are
+    refused.  Everything is extracted into a temporary folder first and each top-level
+    entry is then renamed into place, so an interrupted extraction leaves no half folder.
+    """
+    os.makedirs(dest, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=dest, prefix=".extract-")
+    try:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                target = os.path.realpath(os.path.join(tmp, member.name))
+                if not target.startswith(os.path.realpath(tmp) + os.sep) or \
+                        member.issym() or member.islnk():
+                    raise IOError(f"extract_tar: refusing unsafe member {member.name!r} in "
+                                  f"{archive}")
+            tar.extractall(tmp)
+        for entry in os.listdir(tmp):
+            final = os.path.join(dest, entry)
+            if os.path.isdir(final):
+                shutil.rmtree(final)
+            os.replace(os.path.join(tmp, entry), final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest

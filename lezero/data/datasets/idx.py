@@ -1,0 +1,70 @@
+"""The IDX file format of MNIST and Fashion-MNIST, plain or gzip'd.
+
+An IDX file is: two zero bytes, a type code, the number of dimensions, each dimension as a
+big-endian uint32, then the values in C order, big-endian.
+"""
+import gzip
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+__all__ = ["read_idx", "write_idx"]
+
+_TYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
+          0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+_CODES = {dt.newbyteorder("="): code for code, dt in _TYPES.items()}
+
+
+def _open(path):
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+
+
+def read_idx(path):
+    """Read an IDX file (gzip'd or not, told by its first bytes) into a native-endian
+    array; raises ``ValueError`` naming the file when it is malformed or truncated."""
+    with _open(path) as f:
+        head = f.read(4)
+        if len(head) != 4 or head[:2] != b"\x00\x00" or head[2] not in _TYPES:
+            raise ValueError(f"read_idx: {path} is not an IDX file (header {head!r})")
+        dtype, ndim = _TYPES[head[2]], head[3]
+        dims = f.read(4 * ndim)
+        if len(dims) != 4 * ndim:
+            raise ValueError(f"read_idx: {path} ends inside its header")
+        shape = struct.unpack(f">{ndim}I", dims)
+        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        body = f.read(expected + 1)
+    if len(body) != expected:
+        raise ValueError(f"read_idx: {path} should hold {expected} data bytes for shape "
+                         f"{shape}, found {len(body) if len(body) <= expected else 'more'}")
+    return np.frombuffer(body, dtype).reshape(shape).astype(dtype.newbyteorder("="))
+
+
+def write_idx(path, array):
+    """Write ``array`` as an IDX file (gzip'd when ``path`` ends in .gz), atomically."""
+    array = np.asarray(array)
+    native = array.dtype.newbyteorder("=")
+    if native not in _CODES:
+        raise TypeError(f"write_idx: dtype {array.dtype} has no IDX type code "
+                        f"(use uint8, int8, int16, int32, float32 or float64)")
+    code = _CODES[native]
+    header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    body = array.astype(_TYPES[code]).tobytes()
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+                    gz.write(header + body)
+            else:
+                raw.write(header + body)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
