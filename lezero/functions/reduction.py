@@ -1,29 +1,23 @@
-"""Reductions: sum, mean, max, ... over ``axis`` with ``keepdims`` (NumPy names)."""
-from lezero.core import Function
-from lezero.functions._utils import data_of, keepdims_shape, normalize_axes
-from lezero.functions.registry import register
-from lezero.functions.shape import broadcast_to, reshape
+"""Reductions over ``axis`` with ``keepdims`` (NumPy names and arguments).
 
-__all__ = ["sum"]
+The family lives in four modules, re-exported here:
 
+* ``reduction_basic`` sum mean var std logsumexp (and the shared argument helpers)
+* ``reduction_prod``  prod cumsum cumprod (gradients exact at zeros)
+* ``reduction_order`` max min argmax argmin all any topk
+* ``reduction_norm``  norm
 
-class Sum(Function):
-    def __init__(self, axis, keepdims):
-        self.axis = axis
-        self.keepdims = keepdims
+``axis`` is an int, a tuple of ints or None (all axes).  Where NumPy and PyTorch differ the
+NumPy meaning is kept and the PyTorch one documented: ``var``/``std`` default to ``ddof=0``
+(torch: ``correction=1``); ``max``/``min`` return values only (as ``torch.amax``), and tied
+elements share the gradient evenly.
+"""
+from lezero.functions import reduction_basic, reduction_norm, reduction_order, reduction_prod
+from lezero.functions.reduction_basic import *   # noqa: F401,F403
+from lezero.functions.reduction_basic import Sum  # noqa: F401
+from lezero.functions.reduction_norm import *    # noqa: F401,F403
+from lezero.functions.reduction_order import *   # noqa: F401,F403
+from lezero.functions.reduction_prod import *    # noqa: F401,F403
 
-    def forward(self, x):
-        self.x_shape = x.shape
-        return x.sum(axis=self.axis, keepdims=self.keepdims)
-
-    def backward(self, gy):
-        if not self.keepdims:
-            gy = reshape(gy, keepdims_shape(self.x_shape, self.axis))
-        return broadcast_to(gy, self.x_shape)
-
-
-@register("reduction")
-def sum(x, axis=None, keepdims=False):
-    """Sum over ``axis`` (an int, a tuple, or None for all)."""
-    axis = normalize_axes("sum", axis, data_of(x).ndim)
-    return Sum(axis, keepdims)(x)
+__all__ = (reduction_basic.__all__ + reduction_prod.__all__ + reduction_order.__all__
+           + reduction_norm.__all__)
