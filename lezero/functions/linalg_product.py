@@ -6,11 +6,12 @@ MLP layer runs it: the forward is a single matrix product against a transposed *
 the weight, and the backward is two tensordots and a sum.
 """
 from lezero.core import Function
-from lezero.functions._utils import check_float, check_variable, normalize_axis, xp_of
+from lezero.functions._utils import check_float, check_variable, xp_of
 from lezero.functions.linalg_einsum import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
+from lezero.functions.shape_basic import _axis
 
 __all__ = ["matmul", "dot", "tensordot", "outer", "linear", "bilinear"]
 
@@ -106,8 +107,8 @@ def _tensordot_axes(sa, sb, axes):
         pair = [tuple(ax) if isinstance(ax, (tuple, list)) else (ax,) for ax in axes]
         if len(pair[0]) != len(pair[1]):
             raise ValueError(f"tensordot: axes {axes!r} name different numbers of axes")
-        axes_a = tuple(normalize_axis("tensordot", ax, len(sa)) for ax in pair[0])
-        axes_b = tuple(normalize_axis("tensordot", ax, len(sb)) for ax in pair[1])
+        axes_a = tuple(_axis("tensordot", ax, len(sa)) for ax in pair[0])
+        axes_b = tuple(_axis("tensordot", ax, len(sb)) for ax in pair[1])
         if len(set(axes_a)) != len(axes_a) or len(set(axes_b)) != len(axes_b):
             raise ValueError(f"tensordot: repeated axis in {axes!r}")
     else:

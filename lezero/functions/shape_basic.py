@@ -26,10 +26,18 @@ def _shape_arg(op, shape):
     return tuple(int(s) for s in shape)
 
 
+def _axis(op, axis, ndim):
+    """One axis in [0, ndim); unlike the reductions' helper, a 0-d input has no axis 0."""
+    axis = normalize_axis(op, axis, ndim)      # kind and range checks
+    if ndim == 0:
+        raise ValueError(f"{op}: axis {axis} is out of range for a 0-d input")
+    return axis
+
+
 def _axis_tuple(op, axis, ndim, name="axis"):
     """An int or a sequence of ints as a tuple of axes in [0, ndim); repeats are errors."""
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    out = tuple(normalize_axis(op, a, ndim) for a in axes)
+    out = tuple(_axis(op, a, ndim) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {name}={axis!r}")
     return out
@@ -80,7 +88,7 @@ def transpose(x, axes=None):
     """Permute the axes (reverse them when ``axes`` is None), as ``numpy.transpose``."""
     ndim = check_variable("transpose", "x", x).ndim
     if axes is not None:
-        axes = tuple(normalize_axis("transpose", a, ndim) for a in axes)
+        axes = tuple(_axis("transpose", a, ndim) for a in axes)
         if sorted(axes) != list(range(ndim)):
             raise ValueError(f"transpose: axes {axes} is not a permutation of {ndim} dims")
     return Transpose(axes)(x)
@@ -90,8 +98,8 @@ def transpose(x, axes=None):
 def swapaxes(x, axis1, axis2):
     """Exchange two axes, as ``numpy.swapaxes``."""
     ndim = check_variable("swapaxes", "x", x).ndim
-    a1 = normalize_axis("swapaxes", axis1, ndim)
-    a2 = normalize_axis("swapaxes", axis2, ndim)
+    a1 = _axis("swapaxes", axis1, ndim)
+    a2 = _axis("swapaxes", axis2, ndim)
     perm = list(range(ndim))
     perm[a1], perm[a2] = perm[a2], perm[a1]
     return Transpose(tuple(perm))(x)
@@ -150,8 +158,8 @@ def flatten(x, start_axis=0, end_axis=-1):
     shape = check_variable("flatten", "x", x).shape
     if not shape:
         return reshape(x, (1,))
-    s = normalize_axis("flatten", start_axis, len(shape))
-    e = normalize_axis("flatten", end_axis, len(shape))
+    s = _axis("flatten", start_axis, len(shape))
+    e = _axis("flatten", end_axis, len(shape))
     if s > e:
         raise ValueError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
                          f"for an input with {len(shape)} dims")

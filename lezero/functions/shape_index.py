@@ -10,9 +10,9 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_variable, constant, data_of, normalize_axis, xp_of
+from lezero.functions._utils import check_variable, constant, data_of, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape_basic import moveaxis, reshape
+from lezero.functions.shape_basic import _axis, moveaxis, reshape
 
 __all__ = ["get_item", "take", "index_select", "gather", "scatter_add", "masked_fill",
            "tril", "triu", "diagonal", "one_hot", "IndexOutOfRangeError"]
@@ -149,7 +149,7 @@ def take(x, indices, axis=None):
     if axis is None:
         x, axis, n = reshape(x, (-1,)), 0, arr.size
     else:
-        axis = normalize_axis("take", axis, arr.ndim)
+        axis = _axis("take", axis, arr.ndim)
         n = arr.shape[axis]
     _check_range("take", "indices", idx, n, allow_negative=True)
     if idx.size and int(idx.min()) < 0:
@@ -162,7 +162,7 @@ def index_select(x, axis, index):
     """The slices of ``x`` at the 1-D integer ``index`` along ``axis``, as
     ``torch.index_select`` (argument order ``(x, axis, index)``)."""
     arr = check_variable("index_select", "x", x)
-    axis = normalize_axis("index_select", axis, arr.ndim)
+    axis = _axis("index_select", axis, arr.ndim)
     idx = _int_indices("index_select", "index", index, xp_of(arr))
     if idx.ndim > 1:
         raise ValueError(f"index_select: index must be 1-D, got shape {idx.shape}")
@@ -186,7 +186,7 @@ def _check_scatter_index(op, arr, axis, index):
     """Validate an index for gather / scatter_add (PyTorch rules); return (axis, idx)."""
     if arr.ndim == 0:
         raise ValueError(f"{op}: x must have at least 1 dim, got a 0-d array")
-    axis = normalize_axis(op, axis, arr.ndim)
+    axis = _axis(op, axis, arr.ndim)
     idx = _int_indices(op, "index", index, xp_of(arr))
     if idx.ndim != arr.ndim:
         raise ValueError(f"{op}: index must have as many dims as x ({arr.ndim}), "
@@ -354,8 +354,8 @@ def diagonal(x, offset=0, axis1=0, axis2=1):
     arr = check_variable("diagonal", "x", x)
     if arr.ndim < 2:
         raise ValueError(f"diagonal: x must have at least 2 dims, got shape {arr.shape}")
-    a1 = normalize_axis("diagonal", axis1, arr.ndim)
-    a2 = normalize_axis("diagonal", axis2, arr.ndim)
+    a1 = _axis("diagonal", axis1, arr.ndim)
+    a2 = _axis("diagonal", axis2, arr.ndim)
     if a1 == a2:
         raise ValueError(f"diagonal: axis1 and axis2 are the same axis ({a1})")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):

@@ -8,9 +8,10 @@ by themselves; ``tile``, ``repeat`` and the non-constant ``pad`` modes are built
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import check_variable, normalize_axis, xp_of
+from lezero.functions._utils import check_variable, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape_basic import _axis_tuple, broadcast_to, expand_dims, reshape
+from lezero.functions.shape_basic import (_axis, _axis_tuple, broadcast_to, expand_dims,
+                                          reshape)
 from lezero.functions.shape_index import GetItem, _select, _to_backend
 
 __all__ = ["concatenate", "stack", "split", "chunk", "tile", "repeat", "flip", "roll", "pad"]
@@ -66,7 +67,7 @@ def concatenate(xs, axis=0):
     ndim = arrs[0].ndim
     if ndim == 0:
         raise ValueError("concatenate: 0-d arrays cannot be concatenated")
-    axis = normalize_axis("concatenate", axis, ndim)
+    axis = _axis("concatenate", axis, ndim)
     ref = arrs[0].shape
     for i, a in enumerate(arrs):
         if a.ndim != ndim or a.shape[:axis] + a.shape[axis + 1:] != ref[:axis] + ref[axis + 1:]:
@@ -83,7 +84,7 @@ def stack(xs, axis=0):
         if a.shape != arrs[0].shape:
             raise ValueError(f"stack: xs[{i}] has shape {a.shape} but xs[0] has shape "
                              f"{arrs[0].shape}; all must be equal")
-    axis = normalize_axis("stack", axis, arrs[0].ndim + 1)
+    axis = _axis("stack", axis, arrs[0].ndim + 1)
     return Concatenate(axis)(*[expand_dims(x, axis) for x in xs])
 
 
@@ -103,7 +104,7 @@ def split(x, indices_or_sections, axis=0):
     arr = check_variable("split", "x", x)
     if arr.ndim == 0:
         raise ValueError("split: x must have at least 1 dim, got a 0-d array")
-    axis = normalize_axis("split", axis, arr.ndim)
+    axis = _axis("split", axis, arr.ndim)
     n = arr.shape[axis]
     if _is_int(indices_or_sections):
         sections = int(indices_or_sections)
@@ -136,7 +137,7 @@ def chunk(x, chunks, axis=0):
         raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    axis = normalize_axis("chunk", axis, arr.ndim)
+    axis = _axis("chunk", axis, arr.ndim)
     n = arr.shape[axis]
     size = -(-n // int(chunks))
     return _split_at(x, list(range(size, n, size)) if size else [], axis)
@@ -177,7 +178,7 @@ def repeat(x, repeats, axis=None):
     else:
         if arr.ndim == 0:
             raise ValueError("repeat: axis must be None for a 0-d array")
-        axis, shape = normalize_axis("repeat", axis, arr.ndim), arr.shape
+        axis, shape = _axis("repeat", axis, arr.ndim), arr.shape
     n = shape[axis]
     counts = np.asarray(repeats)
     if counts.dtype.kind not in "iu" or counts.ndim > 1:
@@ -242,7 +243,7 @@ def roll(x, shift, axis=None):
             raise ValueError(f"roll: shift must be a single int when axis is None, got {shift!r}")
         return Roll(int(shifts[0]), None)(x)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    axes = tuple(normalize_axis("roll", a, ndim) for a in axes)
+    axes = tuple(_axis("roll", a, ndim) for a in axes)
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
