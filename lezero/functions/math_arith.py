@@ -66,7 +66,8 @@ def broadcast_shape(op, names, xs):
 def binary(op, x0, x1, kinds="biuf", names=("x0", "x1")):
     """Validate the two operands of a broadcasting binary operator; return Variables."""
     a, b = inputs(op, names, (x0, x1), kinds)
-    broadcast_shape(op, names, (a, b))
+    if a.data.shape != b.data.shape:
+        broadcast_shape(op, names, (a, b))
     return a, b
 
 

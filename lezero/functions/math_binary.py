@@ -174,5 +174,6 @@ def where(condition, x, y):
         got = getattr(cond, "dtype", type(cond).__name__)
         raise TypeError(f"where: condition must be a boolean array or Variable, got {got}")
     x, y = inputs("where", ("x", "y"), (x, y))
-    broadcast_shape("where", ("condition", "x", "y"), (Variable(cond), x, y))
+    cond = xp_of(x, y).asarray(cond)        # a NumPy mask may select between CuPy arrays
+    broadcast_shape("where", ("condition", "x", "y"), (constant(cond), x, y))
     return Where(cond)(x, y)

@@ -10,7 +10,7 @@ import collections
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import constant, normalize_axis, xp_of
+from lezero.functions._utils import constant, keepdims_shape, normalize_axis, xp_of
 from lezero.functions.reduction_basic import check_nonempty, expand, reduce_args
 from lezero.functions.registry import register
 
@@ -33,10 +33,7 @@ class MaxMin(Function):
     def backward(self, gy):
         x = self.inputs[0]
         xp = xp_of(x.data)
-        y = self.outputs[0]().data
-        if not self.keepdims:
-            y = xp.expand_dims(y, self.axis) if self.axis is not None else y.reshape(
-                (1,) * x.ndim)
+        y = self.outputs[0]().data.reshape(keepdims_shape(x.shape, self.axis))
         hit = x.data == y
         count = xp.maximum(hit.sum(axis=self.axis, keepdims=True), 1)   # >= 1 unless NaN
         share = constant(hit.astype(gy.dtype) / count.astype(gy.dtype))
