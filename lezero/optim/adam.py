@@ -1,0 +1,191 @@
+"""The Adam family: Adam (with AMSGrad), AdamW, Adamax and NAdam.
+
+Each keeps exponential moving averages of the gradient (``exp_avg``) and of its square or
+its magnitude, corrects them for their zero start, and steps along their ratio.  The update
+order and the place where ``eps`` enters follow PyTorch exactly, so that ten steps agree
+with ``torch.optim`` to rounding.
+"""
+import math
+
+from lezero import cuda
+from lezero.optim.optimizer import Optimizer, effective_grad, lerp_
+
+
+class _AdamBase(Optimizer):
+    """Shared checks and weight decay for the Adam family."""
+
+    def _check_group(self, group, index):
+        super()._check_group(group, index)
+        self._require(group, index, "eps", group["eps"] >= 0, ">= 0")
+        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._check_betas(group, index)
+
+    @staticmethod
+    def _decayed_grad(param, grad, h):
+        """Apply weight decay: decoupled (``p *= 1 - lr * wd``, AdamW) or as an L2 term."""
+        wd = h["weight_decay"]
+        if wd and h.get("decoupled_weight_decay"):
+            param *= 1.0 - h["lr"] * wd
+            wd = 0
+        return effective_grad(grad, param, wd, h["maximize"])
+
+    @staticmethod
+    def _second_moment(exp_avg_sq, g, beta2, scratch):
+        """``exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g`` in place."""
+        cuda.get_array_module(g).multiply(g, g, out=scratch)
+        scratch *= 1.0 - beta2
+        exp_avg_sq *= beta2
+        exp_avg_sq += scratch
+
+
+class Adam(_AdamBase):
+    """``Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False,
+    *, maximize=False, decoupled_weight_decay=False)``::
+
+        m = beta1 m + (1 - beta1) g          v = beta2 v + (1 - beta2) g^2
+        v_max = max(v_max, v)                (amsgrad)
+        p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+
+    ``weight_decay`` adds ``wd * p`` to the gradient (L2) unless
+    ``decoupled_weight_decay=True``, which makes it AdamW.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, h):
+        xp = cuda.get_array_module(param)
+        beta1, beta2 = h["betas"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = xp.zeros_like(param)
+            state["exp_avg_sq"] = xp.zeros_like(param)
+            if h["amsgrad"]:
+                state["max_exp_avg_sq"] = xp.zeros_like(param)
+        state["step"] += 1
+        t = state["step"]
+        g, _ = self._decayed_grad(param, grad, h)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        scratch = xp.empty_like(param)       # the one temporary of the step
+        lerp_(exp_avg, g, 1.0 - beta1, scratch)
+        self._second_moment(exp_avg_sq, g, beta2, scratch)
+        if h["amsgrad"]:
+            v = state.get("max_exp_avg_sq")
+            if v is None:            # amsgrad switched on mid-run: start from the current v
+                v = state["max_exp_avg_sq"] = exp_avg_sq.copy()
+            xp.maximum(v, exp_avg_sq, out=v)
+        else:
+            v = exp_avg_sq
+        step_size = h["lr"] / (1.0 - beta1 ** t)
+        denom = xp.sqrt(v, out=scratch)
+        denom /= math.sqrt(1.0 - beta2 ** t)
+        denom += h["eps"]
+        xp.divide(exp_avg, denom, out=scratch)
+        scratch *= -step_size
+        param += scratch
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter): ``p *= 1 - lr * wd`` before
+    the Adam step.  ``AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=1e-2, amsgrad=False, *, maximize=False)``."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize, decoupled_weight_decay=True)
+
+
+class Adamax(_AdamBase):
+    """Adam with the infinity norm: ``Adamax(params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8,
+    weight_decay=0, *, maximize=False)``::
+
+        m = beta1 m + (1 - beta1) g          u = max(beta2 u, |g| + eps)
+        p -= lr / (1 - beta1^t) * m / u
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
+                 maximize=False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _update(self, param, grad, state, h):
+        xp = cuda.get_array_module(param)
+        beta1, beta2 = h["betas"]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = xp.zeros_like(param)
+            state["exp_inf"] = xp.zeros_like(param)
+        state["step"] += 1
+        g, _ = self._decayed_grad(param, grad, h)
+        exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+        scratch = xp.empty_like(param)
+        lerp_(exp_avg, g, 1.0 - beta1, scratch)
+        xp.abs(g, out=scratch)
+        scratch += h["eps"]
+        exp_inf *= beta2
+        xp.maximum(exp_inf, scratch, out=exp_inf)
+        xp.divide(exp_avg, exp_inf, out=scratch)
+        scratch *= -h["lr"] / (1.0 - beta1 ** state["step"])
+        param += scratch
+
+
+class NAdam(_AdamBase):
+    """Adam with Nesterov momentum (Dozat): ``NAdam(params, lr=2e-3, betas=(0.9, 0.999),
+    eps=1e-8, weight_decay=0, momentum_decay=4e-3, decoupled_weight_decay=False, *,
+    maximize=False)``.
+
+    The momentum coefficient warms up as ``mu_t = beta1 (1 - 0.5 * 0.96^(t psi))`` and the
+    step mixes the current gradient and the look-ahead average::
+
+        p -= lr (1 - mu_t) / (1 - prod mu_1..t) * g / d
+           + lr mu_{t+1} / (1 - prod mu_1..t+1) * m / d,   d = sqrt(v / (1 - beta2^t)) + eps
+    """
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, maximize=False):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        momentum_decay=momentum_decay,
+                        decoupled_weight_decay=decoupled_weight_decay, maximize=maximize)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group, index):
+        super()._check_group(group, index)
+        self._require(group, index, "momentum_decay", group["momentum_decay"] >= 0, ">= 0")
+
+    def _update(self, param, grad, state, h):
+        xp = cuda.get_array_module(param)
+        beta1, beta2 = h["betas"]
+        if not state:
+            state["step"] = 0
+            state["mu_product"] = 1.0
+            state["exp_avg"] = xp.zeros_like(param)
+            state["exp_avg_sq"] = xp.zeros_like(param)
+        state["step"] += 1
+        t = state["step"]
+        g, owned = self._decayed_grad(param, grad, h)
+        psi = h["momentum_decay"]
+        mu = beta1 * (1.0 - 0.5 * 0.96 ** (t * psi))
+        mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * psi))
+        state["mu_product"] *= mu
+        mu_product = state["mu_product"]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        scratch = xp.empty_like(param)
+        lerp_(exp_avg, g, 1.0 - beta1, scratch)
+        self._second_moment(exp_avg_sq, g, beta2, scratch)
+        denom = xp.divide(exp_avg_sq, 1.0 - beta2 ** t, out=scratch)
+        xp.sqrt(denom, out=denom)
+        denom += h["eps"]
+        # the gradient part of the step (reusing g's memory when it is ours)
+        g_part = xp.divide(g, denom, out=g if owned else xp.empty_like(param))
+        g_part *= -h["lr"] * (1.0 - mu) / (1.0 - mu_product)
+        param += g_part
+        # the momentum part, written into denom's memory once it is no longer needed
+        xp.divide(exp_avg, denom, out=denom)
+        denom *= -h["lr"] * mu_next / (1.0 - mu_product * mu_next)
+        param += denom

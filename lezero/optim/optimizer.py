@@ -1,0 +1,316 @@
+"""``Optimizer``: the base every optimizer shares (parameter groups, state, state_dict).
+
+An optimizer holds ``param_groups``, a list of dicts.  Each group has a ``'params'`` list and
+its own copy of every hyperparameter (``'lr'``, ``'betas'``, ...), so a scheduler or a user can
+change one group's learning rate by editing the dict.  Per-parameter buffers live in
+``state``, a dict keyed by the Parameter itself (Variables hash by identity).
+
+Updates work on ``p.data`` in place, on NumPy or CuPy (``xp = cuda.get_array_module``),
+in the parameter's dtype, and skip parameters whose ``grad`` is None, as PyTorch does.
+A subclass writes ``_update(p, g, state, group)`` for one parameter; the base class walks
+the groups and hands it the gradient array.
+"""
+import math
+
+import numpy as np
+
+from lezero import cuda
+from lezero.core import Variable, enable_grad
+
+_REQUIRED = object()   # marks a default that every param group must set itself
+
+# State entries that LeZero keeps as Python numbers (PyTorch keeps them as 0-d tensors).
+SCALAR_STATE = {"step", "mu_product"}
+
+
+class Optimizer:
+    """Base class: ``Optimizer(params, defaults)``.
+
+    ``params`` is an iterable of Parameters/Variables, of ``(name, Parameter)`` pairs, or of
+    dicts (param groups) each with a ``'params'`` entry and optional per-group options;
+    ``defaults`` fills in the options a group leaves out.
+    """
+
+    def __init__(self, params, defaults):
+        self.defaults = dict(defaults)
+        self.state = {}
+        self.param_groups = []
+        if isinstance(params, (Variable, dict)) or isinstance(params, cuda.array_types()):
+            raise TypeError(f"{type(self).__name__}: params must be an iterable of Parameters "
+                            f"or of param-group dicts, got a single {type(params).__name__}")
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(f"{type(self).__name__}: params must be an ordered collection "
+                            "(a list), not a set: a set's order changes between runs and "
+                            "state_dict relies on it")
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ----- parameter groups --------------------------------------------------------
+    def add_param_group(self, param_group):
+        """Append a group: ``{'params': [...], 'lr': ...}``; missing options take the defaults."""
+        name = type(self).__name__
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}.add_param_group: expected a dict, "
+                            f"got {type(param_group).__name__}")
+        group = dict(param_group)
+        if "params" not in group:
+            raise ValueError(f"{name}.add_param_group: the group has no 'params' entry")
+        params = group["params"]
+        if isinstance(params, Variable):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(f"{name}: params must be an ordered collection (a list), not a "
+                            "set: a set's order changes between runs and state_dict relies on it")
+        params = list(params)
+        if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
+            group["param_names"] = [n for n, _ in params]
+            params = [p for _, p in params]
+        for i, p in enumerate(params):
+            if not isinstance(p, Variable):
+                raise TypeError(f"{name}: params[{i}] must be a Parameter or Variable, "
+                                f"got {type(p).__name__}")
+            if p.creator is not None:
+                raise ValueError(f"{name}: params[{i}] is not a leaf (it was computed by "
+                                 f"{type(p.creator).__name__}); only leaves can be optimized")
+        ids = [id(p) for p in params]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name}: a parameter group lists the same parameter twice")
+        taken = {id(p) for g in self.param_groups for p in g["params"]}
+        if taken.intersection(ids):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        group["params"] = params
+        for key, default in self.defaults.items():
+            if default is _REQUIRED and key not in group:
+                raise ValueError(f"{name}: parameter group {len(self.param_groups)} does not "
+                                 f"set the required option {key!r}")
+            group.setdefault(key, default)
+        self._check_group(group, len(self.param_groups))
+        self.param_groups.append(group)
+        self._init_group_state(group)
+
+    def _check_group(self, group, index):
+        """Raise ValueError for bad hyperparameters (subclasses add checks)."""
+        self._require(group, index, "lr", group["lr"] >= 0, ">= 0")
+
+    def _init_group_state(self, group):
+        """Create state eagerly (only Adagrad does, as in PyTorch)."""
+
+    def _require(self, group, index, key, ok, rule):
+        if not ok:
+            raise ValueError(f"{type(self).__name__}: invalid {key}={group[key]!r} in param "
+                             f"group {index} (must be {rule})")
+
+    def _check_betas(self, group, index, key="betas"):
+        betas = group[key]
+        if len(betas) != 2:
+            raise ValueError(f"{type(self).__name__}: {key} must be a pair, got {betas!r}")
+        for k, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"{type(self).__name__}: invalid {key}[{k}]={b!r} in param "
+                                 f"group {index} (must be in [0, 1))")
+
+    # ----- the update ------------------------------------------------------------------
+    def zero_grad(self, set_to_none=True):
+        """Forget gradients (``set_to_none``) or zero them in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                    continue
+                g = p.grad.data
+                if p.grad.creator is None and getattr(g.flags, "writeable", True):
+                    g.fill(0)
+                else:    # a graph-carrying or read-only gradient is replaced, not written
+                    p.grad = Variable(cuda.get_array_module(g).zeros_like(g),
+                                      requires_grad=False)
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; ``closure`` re-evaluates the loss
+        (with gradients enabled) and its value is returned."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            hyper = self._hyper(group)
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state.get(p)
+                if state is None:
+                    state = self.state[p] = {}
+                self._update(p.data, p.grad.data, state, hyper)
+        return loss
+
+    def _hyper(self, group):
+        """The group's options as plain Python numbers, read once per step.
+
+        NumPy scalars would promote float32 parameters to float64 (NEP 50), so every
+        float option passes through ``float()``.
+        """
+        return {k: _plain(v) for k, v in group.items() if k != "params"}
+
+    def _update(self, param, grad, state, hyper):
+        """Update one parameter array in place from its gradient array."""
+        raise NotImplementedError
+
+    # ----- checkpoints -----------------------------------------------------------------
+    def state_dict(self):
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}``.
+
+        Parameters are numbered 0, 1, ... across the groups in order, as in PyTorch.  The
+        state arrays are the live buffers (not copies): save them before stepping again.
+        """
+        index = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            packed["params"] = []
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+                packed["params"].append(index[id(p)])
+            groups.append(packed)
+        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore a ``state_dict`` (from LeZero or PyTorch) into this optimizer.
+
+        Groups are matched by position and must list as many parameters as ours.  State
+        arrays are copied onto each parameter's device; floating ones take its dtype.
+        """
+        name = type(self).__name__
+        try:
+            saved_groups = state_dict["param_groups"]
+            saved_state = state_dict["state"]
+        except (KeyError, TypeError):
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
+                             f"'param_groups', got {type(state_dict).__name__}") from None
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: the state dict has {len(saved_groups)} "
+                             f"parameter groups, this optimizer has {len(self.param_groups)}")
+        by_id = {}
+        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"{name}.load_state_dict: param group {i} holds "
+                                 f"{len(saved['params'])} parameters in the state dict but "
+                                 f"{len(group['params'])} in this optimizer")
+            by_id.update(zip((int(k) for k in saved["params"]), group["params"]))
+        state = {}
+        for key, value in saved_state.items():
+            p = by_id.get(int(key))
+            if p is None:
+                raise ValueError(f"{name}.load_state_dict: state for parameter {key!r} has no "
+                                 "matching parameter in the param groups")
+            state[p] = {k: _state_value(k, v, p.data) for k, v in value.items()}
+        groups = []
+        for saved, group in zip(saved_groups, self.param_groups):
+            new = {k: _copy_option(v) for k, v in saved.items() if k != "params"}
+            new["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new:
+                new["param_names"] = group["param_names"]
+            groups.append(new)
+        self.state = state
+        self.param_groups = groups
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(group):
+                if key not in ("params", "param_names"):
+                    lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+def _plain(value):
+    """A float option as a Python float (bools, ints, None, strings and tuples kept)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (tuple, list)):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, (int, float)):
+        return float(value) if isinstance(value, float) else value
+    try:
+        return float(value)      # NumPy scalars, 0-d arrays, one-element Variables
+    except (TypeError, ValueError):
+        return value
+
+
+def _copy_option(value):
+    if isinstance(value, list):
+        return [_copy_option(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy_option(v) for v in value)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()      # PyTorch keeps lr as a tensor at times; we keep numbers
+    return value
+
+
+def _state_value(key, value, like):
+    """A loaded state entry ready for ``like``'s device: scalars become Python numbers
+    (LeZero keeps counters such as ``step`` as numbers), arrays are copied, floating ones
+    in ``like``'s dtype."""
+    if isinstance(value, Variable):
+        value = value.data
+    if isinstance(value, cuda.array_types()) or isinstance(value, np.generic):
+        if key in SCALAR_STATE and value.size == 1:
+            value = value.item()
+        else:
+            xp = cuda.get_array_module(like)
+            dtype = like.dtype if value.dtype.kind == "f" else value.dtype
+            if xp is np:
+                return np.array(cuda.as_numpy(value), dtype=dtype, copy=True)
+            return xp.array(value, dtype=dtype)
+    if key == "step" and isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return int(value)
+    return value
+
+
+# ----- helpers the update rules share ----------------------------------------------------
+def effective_grad(grad, param, weight_decay, maximize):
+    """The gradient an update rule sees: negated to maximize, plus ``weight_decay * param``
+    (L2 regularisation, "coupled" weight decay).
+
+    Returns ``(g, owned)``.  ``owned`` is True when ``g`` is a fresh array the caller may
+    overwrite; otherwise ``g`` is the parameter's own ``.grad`` memory, which an optimizer
+    must never write (PyTorch leaves ``p.grad`` untouched too).
+    """
+    # out= keeps 0-d parameters as arrays (NumPy turns 0-d results into scalars otherwise)
+    xp = cuda.get_array_module(param)
+    if weight_decay:
+        g = xp.multiply(param, weight_decay, out=xp.empty_like(param))
+        if maximize:
+            g -= grad
+        else:
+            g += grad
+        return g, True
+    if maximize:
+        return xp.negative(grad, out=xp.empty_like(grad)), True
+    return grad, False
+
+
+def add_scaled(param, x, alpha, owned):
+    """``param += alpha * x`` in place, reusing ``x``'s memory when the caller owns it."""
+    if owned:
+        x *= alpha
+        param += x
+    else:
+        param += alpha * x
+
+
+def lerp_(avg, x, weight, scratch):
+    """``avg += weight * (x - avg)`` in place (``torch.lerp_``): an exponential moving
+    average; ``scratch`` is a temporary of ``avg``'s shape and dtype."""
+    xp = cuda.get_array_module(avg)
+    xp.subtract(x, avg, out=scratch)
+    scratch *= weight
+    avg += scratch
