@@ -62,8 +62,10 @@ def _check_momentum(op, momentum):
 
 def _normalized_shape(op, normalized_shape, x):
     """normalized_shape as a tuple of ints equal to x's trailing dims."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) \
-        else tuple(normalized_shape)
+    if isinstance(normalized_shape, (int, np.integer)):
+        shape = (normalized_shape,)
+    else:
+        shape = tuple(normalized_shape) if isinstance(normalized_shape, (tuple, list)) else ()
     if not shape or any(isinstance(s, bool) or not isinstance(s, (int, np.integer))
                         for s in shape):
         raise TypeError(f"{op}: normalized_shape must be an int or a non-empty sequence of "
