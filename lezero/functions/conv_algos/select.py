@@ -1,0 +1,54 @@
+"""Choosing a convolution algorithm: by name, by the cost model, or by measurement.
+
+``algo="auto"`` asks the cost model (each algorithm's ``predict``) unless
+``lz.Config.conv_autotune`` is on; then the candidates are timed once per shape bucket and
+the winner is remembered in a JSON file (see ``autotune``).
+"""
+from lezero.core.config import get_config, register_setting
+from lezero.functions.conv_algos.direct import Direct
+from lezero.functions.conv_algos.fft import FFT
+from lezero.functions.conv_algos.im2col import Im2col
+from lezero.functions.conv_algos.winograd import Winograd
+
+register_setting("conv_autotune", False)
+
+ALGORITHMS = {a.name: a for a in (Im2col(), Winograd(2), Winograd(4), FFT(), Direct())}
+# "winograd" lets the cost model (or autotuning) pick the tile size.
+GROUPS = {"winograd": ("winograd_4x4", "winograd_2x2")}
+NAMES = ("auto",) + tuple(ALGORITHMS) + tuple(GROUPS)
+
+
+def candidates(prob, names=None):
+    """The algorithms (objects) that can run ``prob``, in registry order."""
+    names = names or tuple(ALGORITHMS)
+    return [ALGORITHMS[n] for n in names if ALGORITHMS[n].unsupported(prob) is None]
+
+
+def check_algo(op, algo, prob):
+    """Raise unless ``algo`` names an algorithm that can run ``prob`` (wrapper-time check)."""
+    if not isinstance(algo, str) or algo not in NAMES:
+        raise ValueError(f"{op}: algo must be one of {', '.join(map(repr, NAMES))}; "
+                         f"got {algo!r}")
+    if algo == "auto":
+        return
+    names = GROUPS.get(algo, (algo,))
+    reasons = [ALGORITHMS[n].unsupported(prob) for n in names]
+    if all(r is not None for r in reasons):
+        raise ValueError(f"{op}: algo={algo!r} {reasons[0]}; this call has "
+                         f"{prob.geom.describe()} with {prob.in_channels} input channels")
+
+
+def by_model(prob, op, names=None):
+    """The candidate with the lowest predicted time."""
+    return min(candidates(prob, names), key=lambda a: a.predict(prob, op))
+
+
+def choose(prob, op, algo="auto"):
+    """The algorithm object to run ``op`` ("forward", "grad_input", "grad_weight")."""
+    if algo in ALGORITHMS:
+        return ALGORITHMS[algo]
+    names = GROUPS.get(algo)
+    if get_config().conv_autotune:
+        from lezero.functions.conv_algos import autotune
+        return ALGORITHMS[autotune.tuned(prob, op, names)]
+    return by_model(prob, op, names)

@@ -1,0 +1,187 @@
+"""im2col / col2im: the patch gather behind GEMM convolution, and its adjoint.
+
+Both work on 3-D spatial geometry (1-D and 2-D convolutions pass leading sizes of one),
+so one pair of kernels serves conv1d, conv2d and conv3d, ``unfold`` and ``fold``.
+
+Layout.  ``x`` is ``(N, C, D, H, W)``; ``col`` is indexed ``col[c * K + p, n, l]`` where
+``K = kd * kh * kw``, ``p`` is the flat kernel position and ``l`` the flat output position.
+That puts the channel-kernel rows first, so a whole convolution is one GEMM
+``W (Cout, C*K) @ col (C*K, N*L)`` over the batch at once.  ``unfold`` wants
+``(N, C*K, L)``: it passes ``out.transpose(1, 0, 2)`` (a view), which the kernels accept.
+
+``geo`` is a tuple of 15 ints: kernel (3), stride (3), low padding (3), dilation (3) and
+output size (3).  Padding is applied on the fly (reads outside ``x`` give zero, writes
+outside ``x`` are dropped), so no padded copy of ``x`` is ever made.
+
+``im2col_ref`` / ``col2im_ref`` are the NumPy references the tests compare against; the
+Numba kernels run in parallel over ``(n, c)`` planes, which write disjoint memory.
+"""
+import itertools
+
+import numpy as np
+
+
+
+# ----- NumPy references ------------------------------------------------------------------
+
+def _views(geo, in_size):
+    """For each kernel position: its flat index and the slices of the padded input that
+    it reads (one per spatial dim)."""
+    k, s, lo, d, out = geo[0:3], geo[3:6], geo[6:9], geo[9:12], geo[12:15]
+    for p, pos in enumerate(itertools.product(*[range(ki) for ki in k])):
+        yield p, tuple(slice(pos[i] * d[i], pos[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i])
+                       for i in range(3))
+
+
+def _pad_width(geo, in_size):
+    """Zero padding that makes every window of the geometry fit inside the input."""
+    k, s, lo, d, out = geo[0:3], geo[3:6], geo[6:9], geo[9:12], geo[12:15]
+    width = []
+    for i in range(3):
+        need = (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1     # extent the windows cover
+        width.append((lo[i], max(0, need - lo[i] - in_size[i])))
+    return width
+
+
+def im2col_ref(x, col, geo):
+    """Fill ``col`` (indexed ``[c*K + p, n, l]``) with the patches of ``x``: NumPy/CuPy."""
+    N, C = x.shape[:2]
+    K = geo[0] * geo[1] * geo[2]
+    xp_ = _module_of(x)
+    width = _pad_width(geo, x.shape[2:])
+    # Crop first: an input larger than the windows cover (negative high padding) is fine.
+    xpad = xp_.pad(x, [(0, 0), (0, 0)] + width)
+    col5 = col.reshape(C, K, N, -1)
+    for p, sl in _views(geo, x.shape[2:]):
+        patch = xpad[(slice(None), slice(None)) + sl]               # (N, C, Do, Ho, Wo)
+        col5[:, p] = patch.reshape(N, C, -1).transpose(1, 0, 2)
+    return col
+
+
+def col2im_ref(col, x, geo):
+    """Add the columns of ``col`` back into their positions of ``x`` (the adjoint of
+    ``im2col``): overlapping windows sum.  ``x`` must be zeroed by the caller."""
+    N, C = x.shape[:2]
+    K = geo[0] * geo[1] * geo[2]
+    xp_ = _module_of(x)
+    width = _pad_width(geo, x.shape[2:])
+    padded = tuple(x.shape[2 + i] + width[i][0] + width[i][1] for i in range(3))
+    xpad = xp_.zeros((N, C) + padded, dtype=x.dtype)
+    col5 = col.reshape(C, K, N, *geo[12:15])
+    for p, sl in _views(geo, x.shape[2:]):
+        xpad[(slice(None), slice(None)) + sl] += col5[:, p].transpose(1, 0, 2, 3, 4)
+    inner = tuple(slice(w[0], w[0] + n) for w, n in zip(width, x.shape[2:]))
+    x += xpad[(slice(None), slice(None)) + inner]
+    return x
+
+
+def _module_of(a):
+    if isinstance(a, np.ndarray):
+        return np
+    import cupy
+    return cupy
+
+
+# ----- Numba kernels -----------------------------------------------------------------------
+# Defined at module level (Numba's cache cannot reload closures); this module is imported
+# lazily by the convolution code, so ``import lezero`` does not pay for importing Numba.
+
+try:
+    from numba import njit, prange
+except ImportError:          # the references above still work without Numba
+    njit = None
+
+
+def _valid_range(n_out, stride, offset, size):
+    """The outputs ``o`` in [0, n_out) whose input index ``o*stride + offset`` lies in
+    [0, size): returned as (first, stop)."""
+    first = 0 if offset >= 0 else (-offset + stride - 1) // stride
+    stop = 0 if size - 1 - offset < 0 else (size - 1 - offset) // stride + 1
+    stop = min(stop, n_out)
+    return first, max(first, stop)
+
+
+if njit is not None:
+    _valid_range_nb = njit(cache=True, inline="always")(_valid_range)
+
+    @njit(cache=True, parallel=True)
+    def im2col_nb(x, col, geo):
+        """Numba im2col: parallel over (n, c); zero runs are written without loads."""
+        N, C, D, H, W = x.shape
+        kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
+        K = kd * kh * kw
+        for nc in prange(N * C):
+            n = nc // C
+            c = nc - n * C
+            for a in range(kd):
+                for b in range(kh):
+                    for e in range(kw):
+                        row = c * K + (a * kh + b) * kw + e
+                        # the ow range whose input column is inside x: one test per row
+                        w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
+                        ix0 = e * dw - pw
+                        for od in range(Do):
+                            iz = od * sd - pd + a * dd
+                            for oh in range(Ho):
+                                iy = oh * sh - ph + b * dh
+                                base = (od * Ho + oh) * Wo
+                                if iz < 0 or iz >= D or iy < 0 or iy >= H:
+                                    for ow in range(Wo):
+                                        col[row, n, base + ow] = 0
+                                    continue
+                                for ow in range(w0):
+                                    col[row, n, base + ow] = 0
+                                for ow in range(w0, w1):
+                                    col[row, n, base + ow] = x[n, c, iz, iy, ow * sw + ix0]
+                                for ow in range(w1, Wo):
+                                    col[row, n, base + ow] = 0
+
+    @njit(cache=True, parallel=True)
+    def col2im_nb(col, x, geo):
+        """Numba col2im: each (n, c) plane of ``x`` is owned by one thread (no races)."""
+        N, C, D, H, W = x.shape
+        kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
+        K = kd * kh * kw
+        for nc in prange(N * C):
+            n = nc // C
+            c = nc - n * C
+            for a in range(kd):
+                for b in range(kh):
+                    for e in range(kw):
+                        row = c * K + (a * kh + b) * kw + e
+                        w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
+                        ix0 = e * dw - pw
+                        for od in range(Do):
+                            iz = od * sd - pd + a * dd
+                            if iz < 0 or iz >= D:
+                                continue
+                            for oh in range(Ho):
+                                iy = oh * sh - ph + b * dh
+                                if iy < 0 or iy >= H:
+                                    continue
+                                base = (od * Ho + oh) * Wo
+                                for ow in range(w0, w1):
+                                    x[n, c, iz, iy, ow * sw + ix0] += col[row, n, base + ow]
+
+
+def kernels():
+    """The ``(im2col, col2im)`` Numba kernels, or None when Numba is missing."""
+    return None if njit is None else (im2col_nb, col2im_nb)
+
+
+def im2col(x, col, geo, use_numba=True):
+    """Fill ``col`` from ``x`` (5-D); the Numba kernel when allowed, else the reference."""
+    ks = kernels() if use_numba and isinstance(x, np.ndarray) else None
+    if ks is None:
+        return im2col_ref(x, col, geo)
+    ks[0](x, col, tuple(int(g) for g in geo))
+    return col
+
+
+def col2im(col, x, geo, use_numba=True):
+    """Add ``col`` into the zeroed 5-D ``x``; the Numba kernel when allowed."""
+    ks = kernels() if use_numba and isinstance(x, np.ndarray) else None
+    if ks is None:
+        return col2im_ref(col, x, geo)
+    ks[1](col, x, tuple(int(g) for g in geo))
+    return x
