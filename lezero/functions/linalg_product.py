@@ -64,6 +64,10 @@ class Tensordot(Function):
         self.axes_b = axes_b
 
     def forward(self, a, b):
+        if a.ndim == b.ndim == 2 and len(self.axes_a) == 1:
+            # The common case (linear's backward, dot of matrices): one product of
+            # transposed views, several times cheaper than tensordot's set-up.
+            return (a.T if self.axes_a == (0,) else a) @ (b.T if self.axes_b == (1,) else b)
         return xp_of(a, b).tensordot(a, b, axes=(self.axes_a, self.axes_b))
 
     def backward(self, gy):

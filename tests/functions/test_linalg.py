@@ -43,6 +43,8 @@ CASES = [
      lambda a, b: T.tensordot(a, b, ([0, 2], [2, 0])), [(2, 3, 2), (2, 3, 2)]),
     ("tensordot_permuted", lambda a, b: F.tensordot(a, b, ([1, 0], [2, 1])),
      lambda a, b: T.tensordot(a, b, ([1, 0], [2, 1])), [(2, 3, 2), (2, 2, 3)]),
+    ("tensordot_matrices", lambda a, b: F.tensordot(a, b, ([0], [1])),
+     lambda a, b: T.tensordot(a, b, ([0], [1])), [(3, 2), (2, 3)]),
     ("tensordot_outer", lambda a, b: F.tensordot(a, b, 0), lambda a, b: T.tensordot(a, b, 0),
      [(2,), (3,)]),
     ("outer", F.outer, T.outer, [(3,), (4,)]),
