@@ -114,18 +114,15 @@ class Clip(Function):
             inside = inside & (a >= lo_a)
         if hi is not None:
             inside = inside & (a <= hi_a)
-        grads = [sum_to(gy * _mask(inside, gy.data), x.shape)]
+        masks = [inside]
         if lo is not None:
             below = a < lo_a
-            if hi is not None:
-                below = below & (lo_a < hi_a)
-            grads.append(sum_to(gy * _mask(below, gy.data), lo.shape))
+            masks.append(below & (lo_a < hi_a) if hi is not None else below)
         if hi is not None:
             above = a > hi_a
-            if lo is not None:
-                above = above | (hi_a < lo_a)
-            grads.append(sum_to(gy * _mask(above, gy.data), hi.shape))
-        return tuple(g if need else None for g, need in zip(grads, self.needs_input_grad))
+            masks.append(above | (hi_a < lo_a) if lo is not None else above)
+        return tuple(sum_to(gy * _mask(m, gy.data), v.shape) if need else None
+                     for m, v, need in zip(masks, self.inputs, self.needs_input_grad))
 
 
 @register("math")
