@@ -1,0 +1,118 @@
+"""Convolution layers with PyTorch's constructor arguments and weight layouts."""
+import lezero.functions as F
+from lezero.nn.layers._utils import (check_positive, empty_parameter, ntuple,
+                                     reset_fan_in_uniform)
+from lezero.nn.module import Module
+
+
+class _ConvNd(Module):
+    """Shared constructor: weight (out, in/groups, *k) or, transposed, (in, out/groups, *k)."""
+
+    n = 2
+    transposed = False
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, groups=1, bias=True, output_padding=0, padding_mode="zeros"):
+        super().__init__()
+        name = type(self).__name__
+        check_positive(name, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups})")
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode='zeros' is supported, got "
+                             f"{padding_mode!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = ntuple(kernel_size, self.n, "kernel_size", name)
+        self.stride = ntuple(stride, self.n, "stride", name)
+        self.dilation = ntuple(dilation, self.n, "dilation", name)
+        self.padding = padding if isinstance(padding, str) else ntuple(padding, self.n,
+                                                                        "padding", name)
+        self.output_padding = ntuple(output_padding, self.n, "output_padding", name)
+        if self.transposed:
+            shape = (in_channels, out_channels // groups) + self.kernel_size
+        else:
+            shape = (out_channels, in_channels // groups) + self.kernel_size
+        self.weight = empty_parameter(*shape)
+        if bias:
+            self.bias = empty_parameter(out_channels)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        reset_fan_in_uniform(self.weight, self.bias)
+
+    def _check_input(self, x):
+        if x.ndim != self.n + 2 or x.shape[1] != self.in_channels:
+            raise ValueError(f"{type(self).__name__}: expected input of shape (N, "
+                             f"{self.in_channels}, ...) with {self.n} spatial dims, got {x.shape}")
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        if self.padding not in ((0,) * self.n, "valid"):
+            s += f", padding={self.padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + ("" if self.bias is not None else ", bias=False")
+
+
+def _conv_layer(n, fn):
+    class Conv(_ConvNd):
+        def forward(self, x):
+            self._check_input(x)
+            return fn(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                      self.groups)
+    Conv.n = n
+    return Conv
+
+
+def _conv_transpose_layer(n, fn):
+    class ConvTranspose(_ConvNd):
+        transposed = True
+
+        def forward(self, x):
+            self._check_input(x)
+            return fn(x, self.weight, self.bias, self.stride, self.padding,
+                      self.output_padding, self.groups, self.dilation)
+    ConvTranspose.n = n
+    return ConvTranspose
+
+
+class Conv1d(_conv_layer(1, F.conv1d)):
+    """1-D convolution over (N, C, L), as ``torch.nn.Conv1d``."""
+
+
+class Conv2d(_conv_layer(2, F.conv2d)):
+    """2-D convolution over (N, C, H, W), as ``torch.nn.Conv2d``."""
+
+
+class Conv3d(_conv_layer(3, F.conv3d)):
+    """3-D convolution over (N, C, D, H, W), as ``torch.nn.Conv3d``."""
+
+
+class ConvTranspose1d(_conv_transpose_layer(1, F.conv_transpose1d)):
+    """Transposed 1-D convolution, as ``torch.nn.ConvTranspose1d``."""
+
+
+class ConvTranspose2d(_conv_transpose_layer(2, F.conv_transpose2d)):
+    """Transposed 2-D convolution, as ``torch.nn.ConvTranspose2d``."""
+
+
+class LazyConv2d(Conv2d):
+    """A Conv2d whose ``in_channels`` is inferred from the first input."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True):
+        Module.__init__(self)
+        self._pending = dict(out_channels=out_channels, kernel_size=kernel_size, stride=stride,
+                             padding=padding, dilation=dilation, groups=groups, bias=bias)
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
+
+    def forward(self, x):
+        if self.weight is None:
+            params = dict(self._pending)
+            Conv2d.__init__(self, x.shape[1], **params)
+        return super().forward(x)

@@ -1,0 +1,109 @@
+"""Linear layers: Identity, Linear, LazyLinear, Bilinear, Flatten, Unflatten."""
+import math
+
+import lezero.functions as F
+from lezero.nn import init
+from lezero.nn.layers._utils import check_positive, empty_parameter, reset_fan_in_uniform
+from lezero.nn.module import Module
+
+
+class Identity(Module):
+    """Returns its input unchanged (a placeholder in model definitions)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Linear(Module):
+    """y = x W^T + b with ``weight`` (out_features, in_features), as ``torch.nn.Linear``."""
+
+    def __init__(self, in_features, out_features, bias=True):
+        super().__init__()
+        check_positive("Linear", in_features=in_features, out_features=out_features)
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = empty_parameter(out_features, in_features)
+        if bias:
+            self.bias = empty_parameter(out_features)
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        reset_fan_in_uniform(self.weight, self.bias)
+
+    def forward(self, x):
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"Linear: expected input with {self.in_features} features in the "
+                             f"last dim, got shape {x.shape}")
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class LazyLinear(Linear):
+    """A Linear whose ``in_features`` is inferred from the first input (DeZero's default)."""
+
+    def __init__(self, out_features, bias=True):
+        Module.__init__(self)
+        check_positive("LazyLinear", out_features=out_features)
+        self.in_features, self.out_features = None, out_features
+        self.register_parameter("weight", None)
+        self._has_bias = bias
+        self.register_parameter("bias", None)
+
+    def forward(self, x):
+        if self.weight is None:
+            self.in_features = x.shape[-1]
+            self.weight = empty_parameter(self.out_features, self.in_features)
+            if self._has_bias:
+                self.bias = empty_parameter(self.out_features)
+            self.reset_parameters()
+        return super().forward(x)
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b with ``weight`` (out, in1, in2), as ``torch.nn.Bilinear``."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True):
+        super().__init__()
+        check_positive("Bilinear", in1_features=in1_features, in2_features=in2_features,
+                       out_features=out_features)
+        self.weight = empty_parameter(out_features, in1_features, in2_features)
+        self.bias = empty_parameter(out_features) if bias else None
+        if not bias:
+            self.register_parameter("bias", None)
+        bound = 1 / math.sqrt(in1_features)
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x1, x2):
+        return F.bilinear(x1, x2, self.weight, self.bias)
+
+
+class Flatten(Module):
+    """Flatten axes ``start_dim``..``end_dim`` (default: all but the batch axis)."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x):
+        return F.flatten(x, self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """Expand axis ``dim`` into ``unflattened_size``."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, x):
+        dim = self.dim % x.ndim
+        return F.reshape(x, x.shape[:dim] + self.unflattened_size + x.shape[dim + 1:])
