@@ -27,7 +27,7 @@ def padding_waste(batches, lengths):
         lens = lengths[np.asarray(batch, dtype=np.int64)]
         tokens += int(lens.sum())
         padded += int(lens.max()) * len(lens) if len(lens) else 0
-    waste = 1.0 - tokens / padded if padded else 0.0
+    waste = (padded - tokens) / padded if padded else 0.0
     return {"tokens": tokens, "padded": padded, "waste": waste}
 
 
@@ -45,6 +45,8 @@ class BucketBatchSampler(Sampler):
     def __init__(self, lengths, batch_size, drop_last=False, shuffle=True, bucket_size=50,
                  generator=None):
         lengths = np.asarray(lengths)
+        if lengths.size == 0:
+            lengths = lengths.astype(np.int64)
         if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or np.any(lengths < 0):
             raise ValueError(f"BucketBatchSampler: lengths must be a 1-D sequence of "
                              f"non-negative ints, got dtype {lengths.dtype} shape "
