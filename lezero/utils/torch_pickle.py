@@ -1,0 +1,307 @@
+"""Read PyTorch ``.pt`` / ``.pth`` files without torch, and without running their code.
+
+``torch.save`` writes a zip archive::
+
+    <name>/data.pkl      a pickle of the object; each tensor is a call to
+                         torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)
+                         whose storage is a *persistent id*
+                         ('storage', torch.FloatStorage, key, location, numel)
+    <name>/data/<key>    the raw bytes of each storage
+    <name>/byteorder     'little' or 'big'
+
+A pickle is a small program: its GLOBAL opcodes import any callable and its REDUCE opcodes
+call it, which is how a malicious file runs ``os.system``.  ``_SafeUnpickler.find_class``
+therefore resolves only an explicit allow-list, and every torch name on it maps to a
+function of this module that builds NumPy arrays; anything else raises
+``UnsafePickleError`` naming the refused global, before it could be called.  Storages
+become NumPy arrays read from the archive; tensors become (strided) views of them, so
+tensors that shared a storage in PyTorch share memory here too.  Offsets, sizes and strides
+are checked against the storage, so a hostile file cannot read outside it.
+
+The result is plain Python: an ``OrderedDict`` state_dict loads as a ``dict`` of arrays,
+``nn.Parameter`` loads as its array, other containers and numbers as themselves.
+"""
+import _compat_pickle
+import collections
+import math
+import pickle
+import zipfile
+
+import numpy as np
+
+from lezero.utils import safetensors as st
+
+
+class UnsafePickleError(pickle.UnpicklingError):
+    """The file asked for a global that is not on the allow-list (it may be malicious)."""
+
+
+class _Kind:
+    """A torch storage class or dtype from the pickle: the element type it stands for.
+
+    ``spec`` is a NumPy dtype string (``'<f4'``) or the name of a dtype NumPy lacks
+    (``'bfloat16'``, ``'float8_e4m3fn'``)."""
+
+    def __init__(self, name, spec):
+        self.name, self.spec = name, spec
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+# element type of each torch dtype name (several names alias one dtype)
+_DTYPE_SPECS = {
+    "float32": "<f4", "float": "<f4", "float64": "<f8", "double": "<f8",
+    "float16": "<f2", "half": "<f2", "bfloat16": "bfloat16",
+    "int64": "<i8", "long": "<i8", "int32": "<i4", "int": "<i4", "int16": "<i2",
+    "short": "<i2", "int8": "i1", "uint8": "u1", "bool": "?", "uint16": "<u2",
+    "uint32": "<u4", "uint64": "<u8", "complex64": "<c8", "cfloat": "<c8",
+    "complex128": "<c16", "cdouble": "<c16", "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e5m2": "float8_e5m2",
+}
+_STORAGE_SPECS = {
+    "FloatStorage": "<f4", "DoubleStorage": "<f8", "HalfStorage": "<f2",
+    "BFloat16Storage": "bfloat16", "LongStorage": "<i8", "IntStorage": "<i4",
+    "ShortStorage": "<i2", "CharStorage": "i1", "ByteStorage": "u1", "BoolStorage": "?",
+    "ComplexFloatStorage": "<c8", "ComplexDoubleStorage": "<c16", "UntypedStorage": "u1",
+}
+_DTYPES = {name: _Kind(name, spec) for name, spec in _DTYPE_SPECS.items()}
+_STORAGES = {name: _Kind(name, spec) for name, spec in _STORAGE_SPECS.items()}
+
+
+class _Storage:
+    """One storage of the archive: its raw bytes, typed on demand."""
+
+    def __init__(self, key, raw, kind, byteorder):
+        self.key, self.raw, self.kind, self.byteorder = key, raw, kind, byteorder
+        self._typed = {}
+
+    def elements(self, spec):
+        """The storage as a 1-d array of ``spec`` elements (decoded once per spec)."""
+        if spec not in self._typed:
+            if spec in st.EXTRA_DTYPES:
+                bits = st.EXTRA_DTYPES[spec][1]
+                array = st.from_bits(self._view(bits), spec)
+            else:
+                array = self._view(np.dtype(spec))
+            self._typed[spec] = array
+        return self._typed[spec]
+
+    def _view(self, dtype):
+        if self.raw.size % dtype.itemsize:
+            raise pickle.UnpicklingError(f"storage {self.key}: {self.raw.size} bytes is not a "
+                                         f"whole number of {dtype} elements")
+        if dtype.itemsize > 1:
+            dtype = dtype.newbyteorder("<" if self.byteorder == "little" else ">")
+        array = self.raw.view(dtype)
+        return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
+
+
+def _strided_view(storage, spec, offset, size, stride):
+    """The tensor ``(offset, size, stride)`` (in elements) of ``storage``, bounds-checked."""
+    where = f"tensor in storage {storage.key}"
+    if not (isinstance(offset, int) and offset >= 0 and isinstance(size, (tuple, list))
+            and isinstance(stride, (tuple, list)) and len(size) == len(stride)
+            and all(isinstance(n, int) and n >= 0 for n in size)
+            and all(isinstance(s, int) and s >= 0 for s in stride)):
+        raise pickle.UnpicklingError(f"{where}: invalid layout offset={offset!r} "
+                                     f"size={size!r} stride={stride!r}")
+    elements = storage.elements(spec)
+    if math.prod(size) == 0:
+        return np.empty(tuple(size), elements.dtype)
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    if last >= elements.size:
+        raise pickle.UnpicklingError(f"{where}: the view (offset {offset}, size {tuple(size)}, "
+                                     f"stride {tuple(stride)}) reaches element {last} of a "
+                                     f"storage of {elements.size}")
+    item = elements.itemsize
+    return np.lib.stride_tricks.as_strided(elements[offset:], shape=tuple(size),
+                                           strides=tuple(s * item for s in stride))
+
+
+# ----- the functions the allow-list maps torch's names to --------------------------------
+def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None,
+                       metadata=None):
+    _expect_storage(storage)
+    return _strided_view(storage, storage.kind.spec, offset, size, stride)
+
+
+def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype,
+                       metadata=None):
+    _expect_storage(storage)
+    if not isinstance(dtype, _Kind):
+        raise pickle.UnpicklingError(f"_rebuild_tensor_v3: expected a torch dtype, got {dtype!r}")
+    return _strided_view(storage, dtype.spec, offset, size, stride)
+
+
+def _rebuild_parameter(data, requires_grad=True, hooks=None, state=None):
+    return data                       # a Parameter loads as its array
+
+
+def _rebuild_from_type_v2(func, new_type, args, state):
+    """Tensor subclasses (Parameter among them) pickle through this: rebuild the plain
+    tensor with ``func``, which must itself be one of ours."""
+    if func not in _REBUILDERS or new_type not in _TENSOR_TYPES.values():
+        raise UnsafePickleError(f"_rebuild_from_type_v2: refusing to call {func!r} for "
+                                f"{new_type!r}")
+    return func(*args)
+
+
+def _expect_storage(storage):
+    if not isinstance(storage, _Storage):
+        raise pickle.UnpicklingError(f"expected a storage, got {type(storage).__name__}")
+
+
+def _codecs_encode(text, encoding="utf-8"):
+    """Pickle protocol 2 writes bytes as ``_codecs.encode(str, 'latin1')``."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise UnsafePickleError(f"_codecs.encode: only (str, 'latin1') is allowed, got "
+                                f"({type(text).__name__}, {encoding!r})")
+    return text.encode("latin1")
+
+
+_NDARRAY = _Kind("ndarray", None)   # stands for numpy.ndarray: data, not a callable class
+
+
+def _numpy_reconstruct(subtype, shape, dtype):
+    """numpy's pickled arrays: an empty ndarray that BUILD then fills (and checks)."""
+    if subtype is not _NDARRAY:
+        raise UnsafePickleError(f"numpy _reconstruct: refusing subtype {subtype!r}")
+    return np.ndarray.__new__(np.ndarray, shape, dtype)
+
+
+def _numpy_scalar(dtype, data=None):
+    if not isinstance(dtype, np.dtype) or dtype.hasobject:
+        raise UnsafePickleError(f"numpy scalar: refusing dtype {dtype!r}")
+    if not isinstance(data, bytes) or len(data) != dtype.itemsize:
+        raise pickle.UnpicklingError(f"numpy scalar: expected {dtype.itemsize} bytes of data")
+    return np.frombuffer(data, dtype)[0]
+
+
+_REBUILDERS = (_rebuild_tensor_v2, _rebuild_tensor_v3)
+_TENSOR_TYPES = {("torch", "Tensor"): _Kind("Tensor", None),
+                 ("torch.nn.parameter", "Parameter"): _Kind("Parameter", None)}
+
+_ALLOWED = {
+    ("collections", "OrderedDict"): collections.OrderedDict,
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
+    ("torch", "Size"): tuple,
+    ("builtins", "set"): set,
+    ("builtins", "frozenset"): frozenset,
+    ("builtins", "complex"): complex,
+    ("_codecs", "encode"): _codecs_encode,
+    ("numpy", "ndarray"): _NDARRAY,
+    ("numpy", "dtype"): np.dtype,
+    ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
+    ("numpy.core.multiarray", "scalar"): _numpy_scalar,
+    ("numpy._core.multiarray", "scalar"): _numpy_scalar,
+}
+_ALLOWED.update(_TENSOR_TYPES)
+_ALLOWED.update({("torch", name): kind for name, kind in _DTYPES.items()})
+_ALLOWED.update({("torch", name): kind for name, kind in _STORAGES.items()})
+_ALLOWED[("torch.storage", "UntypedStorage")] = _STORAGES["UntypedStorage"]
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """An Unpickler that resolves globals only from ``_ALLOWED`` and storages from the
+    archive."""
+
+    def __init__(self, file, archive, prefix, byteorder, where):
+        super().__init__(file)
+        self._archive, self._prefix, self._byteorder = archive, prefix, byteorder
+        self._where = where
+        self._storages = {}
+
+    def find_class(self, module, name):
+        # protocol-2 pickles use Python 2 names (__builtin__, commands): translate them as
+        # pickle itself does, so the allow-list and the error speak Python 3
+        if (module, name) in _compat_pickle.NAME_MAPPING:
+            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+        elif module in _compat_pickle.IMPORT_MAPPING:
+            module = _compat_pickle.IMPORT_MAPPING[module]
+        found = _ALLOWED.get((module, name))
+        if found is None:
+            raise UnsafePickleError(
+                f"{self._where}: refusing to load global '{module}.{name}': only tensors, "
+                "containers and numbers are allowed (this file may run code if loaded with "
+                "pickle; if you trust it, load it with torch and save its tensors as "
+                ".safetensors)")
+        return found
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise pickle.UnpicklingError(f"{self._where}: unexpected persistent id {pid!r}")
+        _, kind, key, _location, numel = pid
+        if not isinstance(kind, _Kind) or kind.name not in _STORAGES:
+            raise pickle.UnpicklingError(f"{self._where}: unknown storage type {kind!r}")
+        if not isinstance(key, str) or not key.isalnum():
+            raise pickle.UnpicklingError(f"{self._where}: invalid storage key {key!r}")
+        if key not in self._storages:
+            raw = self._read(f"{self._prefix}data/{key}")
+            self._storages[key] = _Storage(key, raw, kind, self._byteorder)
+        return self._storages[key]
+
+    def _read(self, name):
+        try:
+            info = self._archive.getinfo(name)
+        except KeyError:
+            raise pickle.UnpicklingError(f"{self._where}: the archive has no {name!r}") from None
+        raw = np.empty(info.file_size, np.uint8)
+        with self._archive.open(info) as f:
+            if info.file_size and f.readinto(memoryview(raw)) != info.file_size:
+                raise pickle.UnpicklingError(f"{self._where}: {name!r} is truncated")
+        return raw
+
+
+def _plain(obj):
+    """OrderedDicts (and their ``_metadata``) become dicts, recursively; torch dtypes
+    become NumPy dtypes (or the name, for ``'bfloat16'`` and the float8 types)."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_plain(v) for v in obj)
+    if isinstance(obj, _Kind) and obj.spec is not None:     # a torch dtype
+        return obj.spec if obj.spec in st.EXTRA_DTYPES else np.dtype(obj.spec)
+    if isinstance(obj, _Storage):                            # a storage saved on its own
+        return obj.elements(obj.kind.spec)
+    return obj
+
+
+def load_torch(path):
+    """Load a file written by ``torch.save`` as nested dicts/lists of NumPy arrays."""
+    where = str(path)
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head[:2] == b"\x80\x02":
+            raise ValueError(f"{where}: this is PyTorch's legacy (pre-1.6, non-zip) format, "
+                             "which LeZero does not read; re-save it with a current "
+                             "torch.save (or save its tensors as .safetensors)")
+        raise ValueError(f"{where}: not a PyTorch file (expected the zip archive torch.save "
+                         "writes)")
+    with zipfile.ZipFile(path) as archive:
+        names = archive.namelist()
+        pickles = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
+        if not pickles:
+            kind = "a TorchScript archive" if any(n.endswith("constants.pkl") for n in names) \
+                else "a zip file without data.pkl"
+            raise ValueError(f"{where}: {kind}, not a torch.save checkpoint")
+        prefix = pickles[0][:-len("data.pkl")]
+        byteorder = "little"
+        if prefix + "byteorder" in names:
+            byteorder = archive.read(prefix + "byteorder").decode("ascii").strip()
+            if byteorder not in ("little", "big"):
+                raise ValueError(f"{where}: unknown byteorder {byteorder!r}")
+        with archive.open(pickles[0]) as f:
+            obj = _SafeUnpickler(f, archive, prefix, byteorder, where).load()
+    return _plain(obj)
+
+
+__all__ = ["load_torch", "UnsafePickleError"]
