@@ -14,7 +14,7 @@ from lezero.functions.dropout import dropout as _dropout
 from lezero.functions.registry import register
 from lezero.functions.rnn_layers import ElmanLayer, GRULayer, LSTMLayer
 from lezero.functions.rnn_packed import PackedSequence
-from lezero.functions.shape import get_item, reshape, transpose
+from lezero.functions.shape import concatenate, get_item, reshape, transpose
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 
@@ -22,8 +22,7 @@ _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
 def _concat(xs, axis):
-    from lezero import functions as F     # the shape family's concatenate, at call time
-    return xs[0] if len(xs) == 1 else F.concatenate(xs, axis=axis)
+    return xs[0] if len(xs) == 1 else concatenate(xs, axis=axis)
 
 
 def _check_flag(op, name, value):

@@ -17,7 +17,7 @@ from lezero import cuda
 from lezero.core import Function, Variable
 from lezero.functions._utils import check_variable, data_of, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape import reshape
+from lezero.functions.shape import concatenate, reshape
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "pack_sequence"]
@@ -149,7 +149,6 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
 def pad_sequence(sequences, batch_first=False, padding_value=0.0):
     """Stack variable-length (L_i, *) sequences into (T, N, *) (or (N, T, *)) padded with
     ``padding_value``."""
-    from lezero import functions as F      # concatenate lives in the shape family
     op = "pad_sequence"
     if not isinstance(sequences, (list, tuple)) or not sequences:
         raise ValueError(f"{op}: expected a non-empty list of sequences, got {sequences!r}")
@@ -163,7 +162,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0):
     # Row of each sequence element in the flattened padded output.
     rows = np.concatenate([b * t_len + np.arange(l) if batch_first else
                            np.arange(l) * n + b for b, l in enumerate(lens)])
-    data = F.concatenate(list(sequences), axis=0) if n > 1 else sequences[0]
+    data = concatenate(list(sequences), axis=0) if n > 1 else sequences[0]
     padded = _RowScatter(xp_of(arrs[0]).asarray(rows), t_len * n)(data)
     if padding_value != 0:
         fill = np.full((t_len * n,) + (1,) * len(rest), padding_value, dtype=arrs[0].dtype)
