@@ -8,6 +8,7 @@ from scipy.special import erfc
 import lezero as lz
 import lezero.functions as F
 from lezero import kernels
+from lezero.functions import registry
 from lezero.functions._gelu import gelu_array, gelu_grad_array
 from tests.opcheck import check_all, check_gradient, check_torch, rand
 
@@ -261,6 +262,13 @@ def test_bad_inputs(call, err, match):
     x = lz.Variable(np.ones((2, 3), np.float32))
     with pytest.raises(err, match=match):
         call(x)
+
+
+@pytest.mark.parametrize("name", sorted(op.name for op in registry.operators("activation")))
+def test_every_activation_rejects_integer_input_by_name(name):
+    extra = (np.ones(1, np.float32),) if name == "prelu" else ()
+    with pytest.raises(TypeError, match=rf"^{name}: input must be floating point, got dtype int"):
+        getattr(F, name)(np.arange(6).reshape(2, 3), *extra)
 
 
 def test_prelu_rejects_bad_weight_shape_for_channels():
