@@ -65,6 +65,11 @@ def broadcast_shape(op, names, xs):
 
 def binary(op, x0, x1, kinds="biuf", names=("x0", "x1")):
     """Validate the two operands of a broadcasting binary operator; return Variables."""
+    if isinstance(x0, Variable) and isinstance(x1, Variable):
+        # The hot path (two Variables, same shape) checks only what can go wrong there.
+        d0, d1 = x0.data, x1.data
+        if d0.shape == d1.shape and d0.dtype.kind in kinds and d1.dtype.kind in kinds:
+            return x0, x1
     a, b = inputs(op, names, (x0, x1), kinds)
     if a.data.shape != b.data.shape:
         broadcast_shape(op, names, (a, b))
