@@ -186,7 +186,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 
 # ----- layer / group / RMS norm --------------------------------------------------------
 
-@register("normalization", notes="fused")
+@register("normalization", kernels=("numpy", "cupy", "numba"), notes="fused")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Layer normalization over the trailing ``normalized_shape`` dims, as
     ``torch.nn.functional.layer_norm``; ``weight``/``bias`` have ``normalized_shape``."""
@@ -198,7 +198,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     eps = check_number(op, "eps", eps, 0.0)
     params, flags = _params(weight, bias)
     axes = tuple(range(x.ndim - len(shape), x.ndim))
-    return Normalize(axes, eps, param_shape=shape, **flags)(input, *params)
+    f = Normalize(axes, eps, param_shape=shape, trailing=True, **flags)
+    return f(input, *params)
 
 
 @register("normalization", notes="fused")
@@ -223,7 +224,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return Normalize((2,), eps, view=view, param_shape=param_shape, **flags)(input, *params)
 
 
-@register("normalization", notes="fused")
+@register("normalization", kernels=("numpy", "cupy", "numba"), notes="fused")
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """Root-mean-square normalization, as ``torch.nn.functional.rms_norm``:
     ``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape`` dims;
@@ -235,7 +236,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     eps = float(np.finfo(x.dtype).eps) if eps is None else check_number(op, "eps", eps, 0.0)
     params, flags = _params(weight, None)
     axes = tuple(range(x.ndim - len(shape), x.ndim))
-    return Normalize(axes, eps, param_shape=shape, center=False, **flags)(input, *params)
+    return Normalize(axes, eps, param_shape=shape, center=False, trailing=True,
+                     **flags)(input, *params)
 
 
 # ----- local response norm, normalize --------------------------------------------------

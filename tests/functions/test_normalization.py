@@ -270,3 +270,28 @@ def test_bad_inputs():
         F.normalize(x, p=0)
     with pytest.raises(TypeError, match="rms_norm: input must be floating point"):
         F.rms_norm(x.astype(np.int32), 3)
+
+
+# ----- the Numba kernel against the NumPy reference --------------------------------------
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_kernel_matches_numpy_reference(op, affine):
+    pytest.importorskip("numba")
+    from lezero.functions.normalization_core import Normalize
+    x = rand(3, 5, 8, seed=41, dtype=np.float32) * 4 + 1
+    gy = rand(3, 5, 8, seed=42, dtype=np.float32)
+    params = [lz.Variable(rand(5, 8, seed=43, dtype=np.float32))] if affine else []
+    if affine and op == "layer_norm":
+        params.append(lz.Variable(rand(5, 8, seed=44, dtype=np.float32)))
+    results = []
+    for use_numba in (True, False):
+        with lz.using_config("use_numba", use_numba):
+            v = lz.Variable(x)
+            y = getattr(F, op)(v, (5, 8), *params)
+            assert isinstance(y.creator, Normalize) and y.creator.use_kernel == use_numba
+            results.append([y.data] + [g.data for g in lz.grad(y, [v] + params,
+                                                               grad_outputs=gy)])
+    for kernel, reference in zip(*results):
+        assert kernel.dtype == np.float32
+        np.testing.assert_allclose(kernel, reference, rtol=1e-5, atol=1e-5)
