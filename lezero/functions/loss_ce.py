@@ -9,8 +9,8 @@ or a sample and a spatial index for inputs of shape (N, C, d1, ...)):
 
 The loss at a position is ``-sum_c q_c log softmax(x)_c = qsum * logsumexp(x) - q . x``,
 so the forward needs one log-softmax pass and no log-probability array, and the gradient
-is ``scale * (qsum * softmax(x) - q)``, computed from the saved softmax without
-recomputing it.  ``scale`` is the upstream gradient, divided for 'mean' by PyTorch's
+is ``scale * (qsum * softmax(x) - q)``, computed from the saved exponentials without
+recomputing them.  ``scale`` is the upstream gradient, divided for 'mean' by PyTorch's
 denominator: the summed weight of the non-ignored targets (class indices) or the number of
 positions (probabilities).
 """
@@ -130,12 +130,13 @@ class SoftmaxCrossEntropy(Function):
     def forward(self, x):
         xp = xp_of(x)
         m = x.max(axis=1, keepdims=True)
-        s = x - m
-        xp.exp(s, out=s)
-        ssum = s.sum(axis=1, keepdims=True)
-        s /= ssum
+        e = x - m
+        xp.exp(e, out=e)
+        ssum = e.sum(axis=1, keepdims=True)
         if self.needs_input_grad[0]:
-            self.softmax = s          # the backward's only saved array
+            # softmax = e / ssum; the division is left to the backward, where it joins the
+            # one multiplication that makes the gradient (a pass over memory saved).
+            self.exp, self.inv_sum = e, 1 / ssum
         xp.log(ssum, out=ssum)
         ssum += m
         lse = ssum.squeeze(1)
@@ -153,13 +154,13 @@ class SoftmaxCrossEntropyGrad(Function):
     def __init__(self, fwd):
         self.target = fwd.target
         self.reduction = fwd.reduction
-        self.softmax = fwd.softmax
+        self.exp, self.inv_sum = fwd.exp, fwd.inv_sum
 
     def forward(self, x, gy):
         xp = xp_of(x)
         t = self.target
         scale = _scale(gy, self.reduction, t.denom)
-        gx = self.softmax * xp.expand_dims(scale * t.qsum, 1)
+        gx = self.exp * (xp.expand_dims(scale * t.qsum, 1) * self.inv_sum)
         t.add_scaled(gx, -scale)
         return gx
 
