@@ -36,10 +36,10 @@ test-mpi: install-test
 	else echo "no MPI tests yet"; fi
 
 ops-count: install
-	$(PY) -m lezero.functions.registry --count
+	$(PY) -m lezero.functions --count
 
 docs: install
-	$(PY) -m lezero.functions.registry --markdown docs/operators.md
+	$(PY) -m lezero.functions --markdown docs/operators.md
 
 bench: install-test
 	$(PY) benchmarks/run_all.py
