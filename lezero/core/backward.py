@@ -144,41 +144,34 @@ def _finish_leaf(x, g, create_graph, wanted, found, claimed):
             hook(x)
 
 
-def _output_grads(f, grads, retain_grad, wanted, found):
-    """Collect (and release) the gradients of ``f``'s outputs, zero-filling missing ones.
-
-    Returns None when no output received a gradient (nothing to propagate)."""
-    outs = f.outputs
-    if len(outs) == 1:                 # the common case, kept short
-        y = outs[0]()
-        g = None if y is None else grads.pop(y, None)
-        if g is None:
-            return None
+def _take_grad(y, grads, retain_grad, wanted, found):
+    """Pop the complete gradient of output ``y`` (None if it got none) and run its hooks."""
+    g = None if y is None else grads.pop(y, None)
+    if g is not None:
         if y._hooks:
             g = _apply_hooks(y, g)
         if retain_grad:
             y.grad = g
         if wanted is not None and y in wanted:
             found[y] = g
-        return (g,)
-    if not any(ref() in grads for ref in outs):
+    return g
+
+
+def _output_grads(f, grads, retain_grad, wanted, found):
+    """Collect (and release) the gradients of ``f``'s outputs, zero-filling missing ones.
+
+    Returns None when no output received a gradient (nothing to propagate)."""
+    outs = f.outputs
+    gys = [_take_grad(ref(), grads, retain_grad, wanted, found) for ref in outs]
+    if len(gys) == 1:                  # the common case
+        return None if gys[0] is None else gys
+    if all(g is None for g in gys):
         return None
-    gys = []
-    for i, ref in enumerate(f.outputs):
-        y = ref()
-        g = None if y is None else grads.pop(y, None)
-        if g is not None:
-            if y._hooks:
-                g = _apply_hooks(y, g)
-            if retain_grad:
-                y.grad = g
-            if wanted is not None and y in wanted:
-                found[y] = g
-        elif len(f.outputs) > 1:       # an output that received no gradient: zeros
+    for i, g in enumerate(gys):
+        if g is None:                  # an output that received no gradient: zeros
             shape, dtype = f._output_meta[i]
             xp = cuda.get_array_module(f.inputs[0].data)
-            g = Variable(xp.zeros(shape, dtype), requires_grad=False)
-        gys.append(g)
+            gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
     return gys
 
 

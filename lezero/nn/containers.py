@@ -81,7 +81,37 @@ class ModuleList(Module):
         return self
 
 
-class ModuleDict(Module):
+class _DictMixin:
+    """Mapping methods over one registration table (``_table`` names it)."""
+
+    _table = "_modules"
+
+    def __getitem__(self, key):
+        return getattr(self, self._table)[key]
+
+    def __delitem__(self, key):
+        del getattr(self, self._table)[key]
+
+    def __len__(self):
+        return len(getattr(self, self._table))
+
+    def __iter__(self):
+        return iter(getattr(self, self._table))
+
+    def __contains__(self, key):
+        return key in getattr(self, self._table)
+
+    def keys(self):
+        return getattr(self, self._table).keys()
+
+    def values(self):
+        return getattr(self, self._table).values()
+
+    def items(self):
+        return getattr(self, self._table).items()
+
+
+class ModuleDict(_DictMixin, Module):
     """A dict of modules whose parameters are registered, in insertion order."""
 
     def __init__(self, modules=None):
@@ -89,32 +119,8 @@ class ModuleDict(Module):
         for name, m in dict(modules or {}).items():
             self[name] = m
 
-    def __getitem__(self, key):
-        return self._modules[key]
-
     def __setitem__(self, key, module):
         self.add_module(key, module)
-
-    def __delitem__(self, key):
-        del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def values(self):
-        return self._modules.values()
-
-    def items(self):
-        return self._modules.items()
 
 
 class ParameterList(Module):
@@ -141,8 +147,10 @@ class ParameterList(Module):
         return self._parameters[str(_index("ParameterList", idx, len(self)))]
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictMixin, Module):
     """A dict of Parameters, in insertion order."""
+
+    _table = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
@@ -151,18 +159,3 @@ class ParameterDict(Module):
 
     def __setitem__(self, key, p):
         self.register_parameter(key, p)
-
-    def __getitem__(self, key):
-        return self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
