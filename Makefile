@@ -27,12 +27,13 @@ demo: install
 	$(PY) -m lezero.demo
 
 test: install-test
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --ignore=tests/parallel tests
 	$(MAKE) test-mpi
 
 test-mpi: install-test
 	@if [ -d tests/parallel ] && ls tests/parallel/test_*.py >/dev/null 2>&1; then \
-		$(MPI_ENV) $(VENV)/bin/mpiexec -n 2 $(PY) -m pytest -q -p no:cacheprovider tests/parallel; \
+		$(MPI_ENV) timeout 900 $(VENV)/bin/mpiexec -n 2 $(PY) -m pytest -q tests/parallel && \
+		$(MPI_ENV) timeout 900 $(VENV)/bin/mpiexec -n 4 $(PY) -m pytest -q tests/parallel; \
 	else echo "no MPI tests yet"; fi
 
 ops-count: install
