@@ -17,7 +17,8 @@ import numpy as np
 from lezero import cuda
 from lezero.core import Variable, enable_grad
 
-_REQUIRED = object()   # marks a default that every param group must set itself
+# Pass as a default (``defaults={"lr": required}``) for an option every group must set.
+required = object()
 
 # State entries that LeZero keeps as Python numbers (PyTorch keeps them as 0-d tensors).
 SCALAR_STATE = {"step", "mu_product"}
@@ -38,10 +39,7 @@ class Optimizer:
         if isinstance(params, (Variable, dict)) or isinstance(params, cuda.array_types()):
             raise TypeError(f"{type(self).__name__}: params must be an iterable of Parameters "
                             f"or of param-group dicts, got a single {type(params).__name__}")
-        if isinstance(params, (set, frozenset)):
-            raise TypeError(f"{type(self).__name__}: params must be an ordered collection "
-                            "(a list), not a set: a set's order changes between runs and "
-                            "state_dict relies on it")
+        self._refuse_set(params)
         groups = list(params)
         if not groups:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -63,9 +61,7 @@ class Optimizer:
         params = group["params"]
         if isinstance(params, Variable):
             params = [params]
-        elif isinstance(params, (set, frozenset)):
-            raise TypeError(f"{name}: params must be an ordered collection (a list), not a "
-                            "set: a set's order changes between runs and state_dict relies on it")
+        self._refuse_set(params)
         params = list(params)
         if params and all(isinstance(p, tuple) and len(p) == 2 for p in params):
             group["param_names"] = [n for n, _ in params]
@@ -85,13 +81,19 @@ class Optimizer:
             raise ValueError(f"{name}: some parameters appear in more than one parameter group")
         group["params"] = params
         for key, default in self.defaults.items():
-            if default is _REQUIRED and key not in group:
+            if default is required and key not in group:
                 raise ValueError(f"{name}: parameter group {len(self.param_groups)} does not "
                                  f"set the required option {key!r}")
             group.setdefault(key, default)
         self._check_group(group, len(self.param_groups))
         self.param_groups.append(group)
         self._init_group_state(group)
+
+    def _refuse_set(self, params):
+        if isinstance(params, (set, frozenset)):
+            raise TypeError(f"{type(self).__name__}: params must be an ordered collection "
+                            "(a list), not a set: a set's order changes between runs and "
+                            "state_dict numbers parameters by position")
 
     def _check_group(self, group, index):
         """Raise ValueError for bad hyperparameters (subclasses add checks)."""

@@ -20,6 +20,9 @@ are checked against the storage, so a hostile file cannot read outside it.
 
 The result is plain Python: an ``OrderedDict`` state_dict loads as a ``dict`` of arrays,
 ``nn.Parameter`` loads as its array, other containers and numbers as themselves.
+
+The legacy format (PyTorch < 1.6, or ``_use_new_zipfile_serialization=False``) is read
+too: a few pickles in a row followed by the raw storages, through the same unpickler.
 """
 import _compat_pickle
 import collections
@@ -86,6 +89,14 @@ class _Storage:
                 array = self._view(np.dtype(spec))
             self._typed[spec] = array
         return self._typed[spec]
+
+    def refresh(self):
+        """Decode again after ``raw`` was filled in place (legacy files): views of plain
+        dtypes follow ``raw`` by themselves; converted ones (bfloat16 -> float32) are
+        rewritten in place so tensors made on them see the data."""
+        for spec, array in self._typed.items():
+            if spec in st.EXTRA_DTYPES:
+                array[...] = st.from_bits(self._view(st.EXTRA_DTYPES[spec][1]), spec)
 
     def _view(self, dtype):
         if self.raw.size % dtype.itemsize:
@@ -208,14 +219,12 @@ _ALLOWED[("torch.storage", "UntypedStorage")] = _STORAGES["UntypedStorage"]
 
 
 class _SafeUnpickler(pickle.Unpickler):
-    """An Unpickler that resolves globals only from ``_ALLOWED`` and storages from the
-    archive."""
+    """An Unpickler that resolves globals only from ``_ALLOWED`` and persistent ids only
+    through ``storages`` (None: the pickle may not reference storages)."""
 
-    def __init__(self, file, archive, prefix, byteorder, where):
+    def __init__(self, file, where, storages=None):
         super().__init__(file)
-        self._archive, self._prefix, self._byteorder = archive, prefix, byteorder
-        self._where = where
-        self._storages = {}
+        self._where, self._storages = where, storages
 
     def find_class(self, module, name):
         # protocol-2 pickles use Python 2 names (__builtin__, commands): translate them as
@@ -234,28 +243,93 @@ class _SafeUnpickler(pickle.Unpickler):
         return found
 
     def persistent_load(self, pid):
-        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+        if (self._storages is None or not isinstance(pid, tuple) or len(pid) < 5
+                or pid[0] != "storage"):
             raise pickle.UnpicklingError(f"{self._where}: unexpected persistent id {pid!r}")
-        _, kind, key, _location, numel = pid
+        kind, key, numel = pid[1], pid[2], pid[4]
         if not isinstance(kind, _Kind) or kind.name not in _STORAGES:
             raise pickle.UnpicklingError(f"{self._where}: unknown storage type {kind!r}")
         if not isinstance(key, str) or not key.isalnum():
             raise pickle.UnpicklingError(f"{self._where}: invalid storage key {key!r}")
-        if key not in self._storages:
-            raw = self._read(f"{self._prefix}data/{key}")
-            self._storages[key] = _Storage(key, raw, kind, self._byteorder)
-        return self._storages[key]
+        if not isinstance(numel, int) or numel < 0:
+            raise pickle.UnpicklingError(f"{self._where}: invalid storage size {numel!r}")
+        return self._storages.get(kind, key, numel, pid[5:])
 
-    def _read(self, name):
-        try:
-            info = self._archive.getinfo(name)
-        except KeyError:
-            raise pickle.UnpicklingError(f"{self._where}: the archive has no {name!r}") from None
-        raw = np.empty(info.file_size, np.uint8)
-        with self._archive.open(info) as f:
-            if info.file_size and f.readinto(memoryview(raw)) != info.file_size:
-                raise pickle.UnpicklingError(f"{self._where}: {name!r} is truncated")
-        return raw
+
+class _ZipStorages:
+    """Storages of a zip checkpoint: ``<prefix>data/<key>`` members, read on first use."""
+
+    def __init__(self, archive, prefix, byteorder, where):
+        self.archive, self.prefix, self.byteorder, self.where = archive, prefix, byteorder, where
+        self.loaded = {}
+
+    def get(self, kind, key, numel, extra):
+        if extra:
+            raise pickle.UnpicklingError(f"{self.where}: unexpected storage view {extra!r}")
+        if key not in self.loaded:
+            name = f"{self.prefix}data/{key}"
+            try:
+                info = self.archive.getinfo(name)
+            except KeyError:
+                raise pickle.UnpicklingError(f"{self.where}: the archive has no "
+                                             f"{name!r}") from None
+            raw = np.empty(info.file_size, np.uint8)
+            with self.archive.open(info) as f:
+                if info.file_size and f.readinto(memoryview(raw)) != info.file_size:
+                    raise pickle.UnpicklingError(f"{self.where}: {name!r} is truncated")
+            self.loaded[key] = _Storage(key, raw, kind, self.byteorder)
+        return self.loaded[key]
+
+
+class _LegacyStorages:
+    """Storages of a legacy (non-zip) file.  Their bytes follow the main pickle, so each
+    storage is allocated when first referenced (tensor views are made on it) and filled
+    afterwards by ``fill``."""
+
+    def __init__(self, where):
+        self.where = where
+        self.roots = {}
+        self.views = []
+
+    def get(self, kind, key, numel, extra):
+        itemsize = _itemsize(kind.spec)
+        if key not in self.roots:
+            self.roots[key] = _Storage(key, np.zeros(numel * itemsize, np.uint8), kind,
+                                       "little")
+        root = self.roots[key]
+        view = extra[0] if extra else None
+        if view is None:
+            return root
+        if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
+                and all(isinstance(v, int) and v >= 0 for v in view[1:])
+                and (view[1] + view[2]) * itemsize <= root.raw.size):
+            raise pickle.UnpicklingError(f"{self.where}: invalid storage view {view!r}")
+        _, offset, size = view
+        part = _Storage(view[0], root.raw[offset * itemsize:(offset + size) * itemsize], kind,
+                        "little")
+        self.views.append(part)
+        return part
+
+    def fill(self, f, keys):
+        """Read each storage's bytes (an int64 element count, then the data) in order."""
+        if not isinstance(keys, list) or set(keys) != set(self.roots):
+            raise pickle.UnpicklingError(f"{self.where}: the storage key list does not match "
+                                         "the storages the pickle uses")
+        for key in keys:
+            root = self.roots[key]
+            head = f.read(8)
+            count = int.from_bytes(head, "little") if len(head) == 8 else -1
+            if count * _itemsize(root.kind.spec) != root.raw.size:
+                raise pickle.UnpicklingError(f"{self.where}: storage {key} holds {count} "
+                                             "elements, not the size the pickle declared")
+            if root.raw.size and f.readinto(memoryview(root.raw)) != root.raw.size:
+                raise pickle.UnpicklingError(f"{self.where}: file truncated in storage {key}")
+        for storage in list(self.roots.values()) + self.views:
+            storage.refresh()
+
+
+def _itemsize(spec):
+    return st.EXTRA_DTYPES[spec][1].itemsize if spec in st.EXTRA_DTYPES else np.dtype(spec).itemsize
 
 
 def _plain(obj):
@@ -274,18 +348,16 @@ def _plain(obj):
     return obj
 
 
+_LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
+_LEGACY_PROTOCOL = 1001
+
+
 def load_torch(path):
     """Load a file written by ``torch.save`` as nested dicts/lists of NumPy arrays."""
     where = str(path)
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as f:
-            head = f.read(4)
-        if head[:2] == b"\x80\x02":
-            raise ValueError(f"{where}: this is PyTorch's legacy (pre-1.6, non-zip) format, "
-                             "which LeZero does not read; re-save it with a current "
-                             "torch.save (or save its tensors as .safetensors)")
-        raise ValueError(f"{where}: not a PyTorch file (expected the zip archive torch.save "
-                         "writes)")
+            return _plain(_load_legacy(f, where))
     with zipfile.ZipFile(path) as archive:
         names = archive.namelist()
         pickles = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
@@ -299,9 +371,35 @@ def load_torch(path):
             byteorder = archive.read(prefix + "byteorder").decode("ascii").strip()
             if byteorder not in ("little", "big"):
                 raise ValueError(f"{where}: unknown byteorder {byteorder!r}")
+        storages = _ZipStorages(archive, prefix, byteorder, where)
         with archive.open(pickles[0]) as f:
-            obj = _SafeUnpickler(f, archive, prefix, byteorder, where).load()
+            obj = _SafeUnpickler(f, where, storages).load()
     return _plain(obj)
+
+
+def _load_legacy(f, where):
+    """PyTorch's pre-1.6 format (still written with ``_use_new_zipfile_serialization=False``):
+    pickles of the magic number, the protocol version, system info, the object and the list
+    of storage keys, then each storage's bytes (little-endian) in that order."""
+    def header():
+        try:
+            return _SafeUnpickler(f, where).load()
+        except UnsafePickleError:
+            raise
+        except Exception:
+            return None
+    if header() != _LEGACY_MAGIC:
+        raise ValueError(f"{where}: not a PyTorch file (neither the zip archive torch.save "
+                         "writes nor its legacy format)")
+    if header() != _LEGACY_PROTOCOL:
+        raise ValueError(f"{where}: unsupported legacy PyTorch protocol version")
+    info = header()
+    if not isinstance(info, dict) or info.get("little_endian") is False:
+        raise ValueError(f"{where}: legacy file from a big-endian machine is not supported")
+    storages = _LegacyStorages(where)
+    obj = _SafeUnpickler(f, where, storages).load()
+    storages.fill(f, _SafeUnpickler(f, where).load())
+    return obj
 
 
 __all__ = ["load_torch", "UnsafePickleError"]

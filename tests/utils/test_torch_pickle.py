@@ -174,15 +174,36 @@ def test_torch_save_of_a_malicious_object_is_refused(marker, tmp_path):
         lz.load(tmp_path / "ck.pt")
 
 
-def test_legacy_format_is_refused_without_unpickling(marker, tmp_path):
+def test_legacy_format_loads(tmp_path):
+    """PyTorch's pre-1.6 format (four pickles, the key list, then raw storages)."""
+    sd = trained_sequential().state_dict()
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    obj = {"model": sd, "t": base.t(), "base": base, "bf16": torch.tensor([1.5, -2.25]).bfloat16(),
+           "epoch": 5}
+    torch.save(obj, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert not zipfile.is_zipfile(tmp_path / "legacy.pt")
+    loaded = lz.load(tmp_path / "legacy.pt")
+    assert loaded["epoch"] == 5 and list(loaded["model"]) == list(sd)
+    for key, tensor in sd.items():
+        assert loaded["model"][key].dtype == tensor.numpy().dtype, key
+        np.testing.assert_array_equal(loaded["model"][key], tensor.numpy(), err_msg=key)
+    np.testing.assert_array_equal(loaded["t"], base.t().numpy())
+    assert np.shares_memory(loaded["t"], loaded["base"])
+    np.testing.assert_array_equal(loaded["bf16"], [1.5, -2.25])
+
+
+def test_legacy_format_refuses_malicious_globals(marker, tmp_path):
     path = tmp_path / "legacy.pt"
     torch.save({"w": torch.ones(2), "x": _Evil(os.system, (f"touch {marker}",))}, path,
                _use_new_zipfile_serialization=False)
-    with pytest.raises(ValueError, match="legacy .*format"):
+    with pytest.raises(UnsafePickleError, match="posix.system"):
         lz.load(path)
     (tmp_path / "raw.pt").write_bytes(pickle.dumps(_Evil(os.system, (f"touch {marker}",))))
-    with pytest.raises(ValueError, match="legacy"):
+    with pytest.raises(UnsafePickleError, match="posix.system"):
         lz.load(tmp_path / "raw.pt")
+    (tmp_path / "num.pt").write_bytes(pickle.dumps(12345, protocol=2))
+    with pytest.raises(ValueError, match="not a PyTorch file"):
+        lz.load(tmp_path / "num.pt")
 
 
 class _FakeStorage:
