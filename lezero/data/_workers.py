@@ -78,7 +78,12 @@ class RemoteError:
             err = self.exc_type(msg)
         except Exception:                  # the type needs other constructor arguments
             err = RuntimeError(msg)
-        raise err
+        try:
+            raise err
+        finally:
+            # Drop the local: a frame holding its own exception is a reference cycle that
+            # would keep the iterator (and its workers) alive until a GC pass.
+            err = None
 
 
 class _KeyErrorMessage(str):

@@ -146,6 +146,19 @@ def test_worker_exception_reraised_with_traceback():
     assert_clean()
 
 
+def test_a_loop_ended_by_a_worker_error_releases_the_workers_at_once():
+    gc.disable()                    # prove it needs no garbage-collection pass
+    try:
+        try:
+            for _ in DataLoader(H.FailingDataset(20, bad=5), batch_size=2, num_workers=2):
+                pass
+        except ValueError as e:
+            assert "sample 5 is corrupt" in str(e)
+        assert_clean(collect=False)
+    finally:
+        gc.enable()
+
+
 def test_worker_init_fn_runs_in_each_worker_and_its_error_surfaces():
     loader = DataLoader(H.InitMarkDataset(6), batch_size=None, num_workers=2, seed=0,
                         worker_init_fn=H.record_worker_id)
