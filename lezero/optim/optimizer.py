@@ -145,10 +145,16 @@ class Optimizer:
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                param, grad = p.data, p.grad.data
+                if grad.shape != param.shape:
+                    raise ValueError(f"{type(self).__name__}.step: a parameter of shape "
+                                     f"{param.shape} has a gradient of shape {grad.shape}")
+                if grad.dtype != param.dtype:     # e.g. float16 gradients of float32 weights
+                    grad = grad.astype(param.dtype)
                 state = self.state.get(p)
                 if state is None:
                     state = self.state[p] = {}
-                self._update(p.data, p.grad.data, state, hyper)
+                self._update(param, grad, state, hyper)
         return loss
 
     def _hyper(self, group):
@@ -214,10 +220,11 @@ class Optimizer:
             state[p] = {k: _state_value(k, v, p.data) for k, v in value.items()}
         groups = []
         for saved, group in zip(saved_groups, self.param_groups):
-            new = {k: _copy_option(v) for k, v in saved.items() if k != "params"}
+            # saved options win; options the saved dict lacks (an older or PyTorch state
+            # dict) keep their current values
+            new = {k: v for k, v in group.items() if k != "params"}
+            new.update((k, _copy_option(v)) for k, v in saved.items() if k != "params")
             new["params"] = group["params"]
-            if "param_names" in group and "param_names" not in new:
-                new["param_names"] = group["param_names"]
             groups.append(new)
         self.state = state
         self.param_groups = groups

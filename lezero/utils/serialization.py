@@ -180,9 +180,13 @@ def _skeleton_text(skeleton):
 def _parse_skeleton(text, where):
     try:
         doc = json.loads(text)
-        return doc["object"]
+        version, skeleton = doc["version"], doc["object"]
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{where}: unreadable LeZero skeleton ({e})") from None
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"{where}: written in LeZero checkpoint format {version!r}; this "
+                         f"LeZero reads up to format {FORMAT_VERSION}")
+    return skeleton
 
 
 def _storable(a):
@@ -215,8 +219,8 @@ def _h5py():
     try:
         import h5py
     except ImportError:
-        raise ImportError("lz.save/lz.load: HDF5 files need h5py: pip install lezero[h5] "
-                          "(or pip install h5py)") from None
+        raise ImportError("lz.save/lz.load: HDF5 files need h5py (a LeZero dependency): "
+                          "pip install h5py") from None
     return h5py
 
 

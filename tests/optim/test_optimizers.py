@@ -355,3 +355,25 @@ def test_cupy_parameters_match_numpy(name, kwargs, tmp_path):
     for state in opt.state.values():
         for v in state.values():
             assert not isinstance(v, np.ndarray), "state arrays live on the GPU"
+
+
+def test_gradient_checks_and_dtype():
+    p = lz.Parameter(np.ones(3, np.float32))
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = lz.Variable(np.ones(2, np.float32))
+    with pytest.raises(ValueError, match=r"shape \(3,\) has a gradient of shape \(2,\)"):
+        opt.step()
+    p.grad = lz.Variable(np.full(3, 300.0, np.float16))     # 300**2 overflows float16
+    opt.step()
+    assert p.data.dtype == np.float32 and np.isfinite(p.data).all()
+    np.testing.assert_allclose(p.data, 0.9, rtol=1e-6)
+
+
+def test_load_state_dict_keeps_options_the_saved_dict_lacks():
+    p = lz.Parameter(np.ones(2))
+    opt = optim.Adam([p], lr=0.1, amsgrad=True)
+    opt.load_state_dict({"state": {}, "param_groups": [{"lr": 0.5, "params": [0]}]})
+    assert opt.param_groups[0]["lr"] == 0.5 and opt.param_groups[0]["amsgrad"] is True
+    p.grad = lz.Variable(np.ones(2))
+    opt.step()
+    assert "max_exp_avg_sq" in opt.state[p]

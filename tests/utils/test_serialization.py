@@ -279,3 +279,30 @@ def test_cupy_arrays_save_as_numpy(tmp_path):
         back = lz.load(tmp_path / f"g.{fmt}")
         assert type(back["x"]) is np.ndarray and type(back["raw"]) is np.ndarray
         np.testing.assert_array_equal(back["x"], np.arange(4, dtype=np.float32))
+
+
+def _npz_with_skeleton(path, skeleton_doc, arrays):
+    text = np.frombuffer(json.dumps(skeleton_doc).encode(), np.uint8)
+    np.savez(path, __lezero__=text, **arrays)
+
+
+def test_bfloat16_bits_in_npz_decode_like_torch(tmp_path):
+    """Without ml_dtypes a bfloat16 leaf (stored as its uint16 bits) loads as float32."""
+    bits = np.array([0x3FC0, 0xC010, 0x7F80, 0x0001], np.uint16)    # 1.5, -2.25, inf, tiny
+    doc = {"version": 1, "object": {"$": "dict", "items": [
+        ["w", {"$": "array", "name": "w", "dtype": "bfloat16"}]]}}
+    _npz_with_skeleton(tmp_path / "bf.npz", doc, {"w": bits})
+    loaded = lz.load(tmp_path / "bf.npz")["w"]
+    expected = torch.from_numpy(bits.astype(np.int16)).view(torch.bfloat16).float().numpy()
+    np.testing.assert_array_equal(loaded, expected)
+    assert loaded[0] == 1.5 and loaded[1] == -2.25 and np.isinf(loaded[2])
+
+
+def test_newer_or_broken_skeleton_is_a_clear_error(tmp_path):
+    _npz_with_skeleton(tmp_path / "new.npz", {"version": 99, "object": 1}, {})
+    with pytest.raises(ValueError, match="format 99"):
+        lz.load(tmp_path / "new.npz")
+    _npz_with_skeleton(tmp_path / "bad.npz", {"version": 1,
+                                              "object": {"$": "array", "name": "gone"}}, {})
+    with pytest.raises(ValueError, match="names array 'gone'"):
+        lz.load(tmp_path / "bad.npz")
