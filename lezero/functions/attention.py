@@ -100,20 +100,22 @@ class ChunkedAttention(Function):
         self.scale, self.mask_add, self.keep = scale, mask_add, keep
         self.causal, self.dropout_p, self.block = causal, dropout_p, block
 
-    def _blocks(self, length):
-        return [(i, a, min(a + self.block, length))
+    def _blocks(self, length, keys):
+        """(index, first row, end row, end key) of each block.  With a causal mask the
+        rows a..b-1 see only keys 0..b-1, so later keys are never computed."""
+        return [(i, a, min(a + self.block, length),
+                 min(a + self.block, keys) if self.causal else keys)
                 for i, a in enumerate(range(0, length, self.block))]
 
-    def _scores(self, xp, q, k, a, b):
-        s = q[..., a:b, :] @ swapaxes_array(k)
+    def _scores(self, xp, q, k, a, b, e):
+        s = q[..., a:b, :] @ swapaxes_array(k[..., :e, :])
         s *= self.scale
         if self.mask_add is not None:
-            s += self.mask_add[..., a:b, :]
+            s += self.mask_add[..., a:b, :e]
         if self.keep is not None:
-            s = xp.where(self.keep[..., a:b, :], s, -np.inf)
+            s = xp.where(self.keep[..., a:b, :e], s, -np.inf)
         if self.causal:
-            s = xp.where(xp.arange(a, b)[:, None] >= xp.arange(k.shape[-2])[None, :], s,
-                         -np.inf)
+            s = xp.where(xp.arange(a, b)[:, None] >= xp.arange(e)[None, :], s, -np.inf)
         return s
 
     def _dropout(self, xp, i, shape, dtype):
@@ -125,8 +127,8 @@ class ChunkedAttention(Function):
             self.seed = int(get_rng(xp).integers(2 ** 62))
         out = xp.empty(q.shape[:-1] + v.shape[-1:], dtype=q.dtype)
         self.lse = xp.empty(q.shape[:-1] + (1,), dtype=q.dtype)
-        for i, a, b in self._blocks(q.shape[-2]):
-            s = self._scores(xp, q, k, a, b)
+        for i, a, b, e in self._blocks(q.shape[-2], k.shape[-2]):
+            s = self._scores(xp, q, k, a, b, e)
             m = s.max(axis=-1, keepdims=True)
             m = xp.where(xp.isfinite(m), m, 0)
             s = xp.exp(s - m)
@@ -136,7 +138,7 @@ class ChunkedAttention(Function):
             self.lse[..., a:b, :] = m + xp.log(d)
             if self.dropout_p > 0:
                 s *= self._dropout(xp, i, s.shape, s.dtype)
-            out[..., a:b, :] = s @ v
+            out[..., a:b, :] = s @ v[..., :e, :]
         return out
 
     def backward(self, go):
@@ -154,22 +156,22 @@ class ChunkedAttention(Function):
         dq = xp.empty_like(q)
         dk = xp.zeros(k.shape, dtype=k.dtype)
         dv = xp.zeros(v.shape, dtype=v.dtype)
-        for i, a, b in self._blocks(q.shape[-2]):
-            p = xp.exp(self._scores(xp, q, k, a, b) - self.lse[..., a:b, :])
+        for i, a, b, e in self._blocks(q.shape[-2], k.shape[-2]):
+            p = xp.exp(self._scores(xp, q, k, a, b, e) - self.lse[..., a:b, :])
             g = go[..., a:b, :]
-            dp = g @ swapaxes_array(v)                  # d(dropped p)
+            dp = g @ swapaxes_array(v[..., :e, :])      # d(dropped p)
             if self.dropout_p > 0:
                 drop = self._dropout(xp, i, p.shape, p.dtype)
-                dv += swapaxes_array(p * drop) @ g
+                dv[..., :e, :] += swapaxes_array(p * drop) @ g
                 dp *= drop
             else:
-                dv += swapaxes_array(p) @ g
+                dv[..., :e, :] += swapaxes_array(p) @ g
             # softmax backward: ds = p * (dp - sum(dp * p))
             dp -= (dp * p).sum(axis=-1, keepdims=True)
             dp *= p
             dp *= self.scale
-            dq[..., a:b, :] = dp @ k
-            dk += swapaxes_array(dp) @ q[..., a:b, :]
+            dq[..., a:b, :] = dp @ k[..., :e, :]
+            dk[..., :e, :] += swapaxes_array(dp) @ q[..., a:b, :]
         return dq, dk, dv
 
 
