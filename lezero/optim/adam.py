@@ -8,7 +8,7 @@ with ``torch.optim`` to rounding.
 import math
 
 from lezero import cuda
-from lezero.optim.optimizer import Optimizer, effective_grad, lerp_
+from lezero.optim.optimizer import Optimizer, effective_grad, lerp_, square_avg_
 
 
 class _AdamBase(Optimizer):
@@ -28,14 +28,6 @@ class _AdamBase(Optimizer):
             param *= 1.0 - h["lr"] * wd
             wd = 0
         return effective_grad(grad, param, wd, h["maximize"])
-
-    @staticmethod
-    def _second_moment(exp_avg_sq, g, beta2, scratch):
-        """``exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * g * g`` in place."""
-        cuda.get_array_module(g).multiply(g, g, out=scratch)
-        scratch *= 1.0 - beta2
-        exp_avg_sq *= beta2
-        exp_avg_sq += scratch
 
 
 class Adam(_AdamBase):
@@ -72,7 +64,7 @@ class Adam(_AdamBase):
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         scratch = xp.empty_like(param)       # the one temporary of the step
         lerp_(exp_avg, g, 1.0 - beta1, scratch)
-        self._second_moment(exp_avg_sq, g, beta2, scratch)
+        square_avg_(exp_avg_sq, g, beta2, scratch)
         if h["amsgrad"]:
             v = state.get("max_exp_avg_sq")
             if v is None:            # amsgrad switched on mid-run: start from the current v
@@ -177,7 +169,7 @@ class NAdam(_AdamBase):
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         scratch = xp.empty_like(param)
         lerp_(exp_avg, g, 1.0 - beta1, scratch)
-        self._second_moment(exp_avg_sq, g, beta2, scratch)
+        square_avg_(exp_avg_sq, g, beta2, scratch)
         denom = xp.divide(exp_avg_sq, 1.0 - beta2 ** t, out=scratch)
         xp.sqrt(denom, out=denom)
         denom += h["eps"]

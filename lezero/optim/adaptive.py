@@ -1,7 +1,8 @@
 """Per-coordinate step sizes from the history of squared gradients: Adagrad, RMSprop and
 Adadelta (PyTorch's update order and eps placement)."""
 from lezero import cuda
-from lezero.optim.optimizer import Optimizer, add_scaled, effective_grad, lerp_
+from lezero.optim.optimizer import (Optimizer, add_scaled, effective_grad, lerp_,
+                                    square_avg_)
 
 
 class _SquaredHistory(Optimizer):
@@ -96,10 +97,8 @@ class RMSprop(_SquaredHistory):
         state["step"] += 1
         g, owned = effective_grad(grad, param, h["weight_decay"], h["maximize"])
         square_avg = state["square_avg"]
-        avg = xp.multiply(g, g, out=xp.empty_like(param))
-        avg *= 1.0 - alpha
-        square_avg *= alpha
-        square_avg += avg
+        avg = xp.empty_like(param)
+        square_avg_(square_avg, g, alpha, avg)
         if h["centered"]:
             grad_avg = state["grad_avg"]
             lerp_(grad_avg, g, 1.0 - alpha, avg)
@@ -147,18 +146,13 @@ class Adadelta(_SquaredHistory):
         state["step"] += 1
         g, _ = effective_grad(grad, param, h["weight_decay"], h["maximize"])
         square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-        std = xp.multiply(g, g, out=xp.empty_like(param))
-        std *= 1.0 - rho
-        square_avg *= rho
-        square_avg += std
+        std = xp.empty_like(param)
+        square_avg_(square_avg, g, rho, std)
         xp.add(square_avg, eps, out=std)
         xp.sqrt(std, out=std)
         delta = xp.add(acc_delta, eps, out=xp.empty_like(param))
         xp.sqrt(delta, out=delta)
         delta /= std
         delta *= g
-        xp.multiply(delta, delta, out=std)   # std is free again: reuse it for delta^2
-        std *= 1.0 - rho
-        acc_delta *= rho
-        acc_delta += std
+        square_avg_(acc_delta, delta, rho, std)     # std is free again: the scratch
         add_scaled(param, delta, -h["lr"], owned=True)

@@ -323,3 +323,12 @@ def lerp_(avg, x, weight, scratch):
     xp.subtract(x, avg, out=scratch)
     scratch *= weight
     avg += scratch
+
+
+def square_avg_(avg, x, decay, scratch):
+    """``avg = decay * avg + (1 - decay) * x * x`` in place (the squared-gradient average
+    of Adam, RMSprop, Adadelta); ``scratch`` is a temporary of ``avg``'s shape and dtype."""
+    cuda.get_array_module(avg).multiply(x, x, out=scratch)
+    scratch *= 1.0 - decay
+    avg *= decay
+    avg += scratch
