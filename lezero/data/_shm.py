@@ -157,9 +157,8 @@ def _close(seg, unlink):
 class SlotReader:
     """Main side: maps the workers' segments and copies batches out of them."""
 
-    def __init__(self, prefix, num_workers, num_slots):
+    def __init__(self, prefix):
         self.prefix = prefix
-        self.num_workers, self.num_slots = num_workers, num_slots
         self.mapped = {}        # (worker, slot) -> SharedMemory
 
     def read(self, worker, slot, description):

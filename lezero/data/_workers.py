@@ -174,7 +174,7 @@ class WorkerPool:
     """The worker processes and pipes of one iterator; ``shutdown()`` is idempotent and is
     also called by a finalizer when the iterator is deleted or the interpreter exits."""
 
-    def __init__(self, ctx, num_workers, num_slots, make_cfg):
+    def __init__(self, ctx, num_workers, make_cfg):
         from multiprocessing import resource_tracker
         # Share one resource tracker with the workers (fork inherits it only if it already
         # runs), so segments a worker creates and the main process unlinks are tracked once.
@@ -182,7 +182,7 @@ class WorkerPool:
         self.prefix = _shm.new_prefix()
         self.done_event = ctx.Event()
         self.procs, self.task_conns, self.result_conns = [], [], []
-        self.reader = _shm.SlotReader(self.prefix, num_workers, num_slots)
+        self.reader = _shm.SlotReader(self.prefix)
         self.closed = False
         try:
             for w in range(num_workers):

@@ -188,7 +188,7 @@ class _MultiProcessIter:
         self._persistent = loader.persistent_workers
         self._iterable = loader._iterable
         self._pool = WorkerPool(loader.multiprocessing_context, loader.num_workers,
-                                loader.prefetch_factor, loader._worker_cfg)
+                                loader._worker_cfg)
         self._finalizer = finalizer(self, self._pool)
         self._seed = loader.seed
         self._tasks = {}            # batch index -> (worker, slot)

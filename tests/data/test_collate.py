@@ -154,7 +154,7 @@ def test_loader_argument_errors():
 
 def test_shared_memory_description_is_small_and_round_trips():
     prefix = new_prefix()
-    writer, reader = SlotWriter(prefix, 0, 2), SlotReader(prefix, 1, 2)
+    writer, reader = SlotWriter(prefix, 0, 2), SlotReader(prefix)
     big = np.random.default_rng(0).random((512, 1024))          # 4 MiB
     batch = {"x": big, "y": (np.arange(3), "label"), "n": 7}
     desc = writer.write(0, batch)
