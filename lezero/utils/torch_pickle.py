@@ -388,14 +388,14 @@ def _load_legacy(f, where):
             raise
         except Exception:
             return None
+
     if header() != _LEGACY_MAGIC:
         raise ValueError(f"{where}: not a PyTorch file (neither the zip archive torch.save "
                          "writes nor its legacy format)")
     if header() != _LEGACY_PROTOCOL:
         raise ValueError(f"{where}: unsupported legacy PyTorch protocol version")
-    info = header()
-    if not isinstance(info, dict) or info.get("little_endian") is False:
-        raise ValueError(f"{where}: legacy file from a big-endian machine is not supported")
+    if not isinstance(header(), dict):     # system info; torch ignores it too (data is LE)
+        raise ValueError(f"{where}: damaged legacy PyTorch header")
     storages = _LegacyStorages(where)
     obj = _SafeUnpickler(f, where, storages).load()
     storages.fill(f, _SafeUnpickler(f, where).load())
