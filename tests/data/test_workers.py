@@ -56,6 +56,19 @@ def test_each_index_exactly_once_per_epoch(n, batch_size, drop_last, num_workers
     assert_clean()
 
 
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 30), batch_size=st.integers(1, 6), drop_last=st.booleans(),
+       shuffle=st.booleans(), seed=st.integers(0, 2**63 - 1))
+def test_property_same_order_for_a_seed_across_worker_counts(n, batch_size, drop_last,
+                                                             shuffle, seed):
+    runs = []
+    for w in (0, 1, 2):
+        loader = DataLoader(H.IndexDataset(n), batch_size=batch_size, drop_last=drop_last,
+                            shuffle=shuffle, num_workers=w, seed=seed)
+        runs.append([(b["index"].tolist(), b["aug"].tolist()) for b in loader])
+    assert runs[0] == runs[1] == runs[2]
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_same_seed_same_batches_whatever_num_workers(shuffle):
     def run(num_workers):
