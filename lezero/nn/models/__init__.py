@@ -1,0 +1,26 @@
+"""The model zoo: classic and modern architectures with PyTorch's layouts and names.
+
+    from lezero.nn import models
+    net = models.resnet18(num_classes=10, small_input=True)
+
+Every model's ``state_dict`` keys follow the PyTorch definition it names (torchvision for
+VGG, ResNet and MobileNetV2; PyTorch's examples for the LSTM language model, VAE and
+DCGAN; nanoGPT's layout for GPT), so PyTorch weights load with ``strict=True``.
+"""
+from lezero.nn.models.char_lstm import CharLSTM
+from lezero.nn.models.dcgan import DCGANDiscriminator, DCGANGenerator, dcgan_weights_init
+from lezero.nn.models.gpt import GPT, GPTConfig
+from lezero.nn.models.lenet import LeNet5
+from lezero.nn.models.mlp import MLP
+from lezero.nn.models.mobilenet import InvertedResidual, MobileNetV2, mobilenet_v2
+from lezero.nn.models.resnet import (BasicBlock, Bottleneck, ResNet, resnet18, resnet34,
+                                     resnet50)
+from lezero.nn.models.seq2seq import PositionalEncoding, Seq2SeqTransformer
+from lezero.nn.models.vae import VAE, vae_loss
+from lezero.nn.models.vgg import VGG, vgg11, vgg11_bn, vgg16, vgg16_bn
+
+__all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "ResNet",
+           "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50", "MobileNetV2",
+           "InvertedResidual", "mobilenet_v2", "CharLSTM", "Seq2SeqTransformer",
+           "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
+           "DCGANDiscriminator", "dcgan_weights_init"]
