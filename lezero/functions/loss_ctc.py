@@ -36,7 +36,7 @@ def _logsumexp(*arrays):
     m = arrays[0]
     for a in arrays[1:]:
         m = xp.maximum(m, a)
-    safe = xp.where(xp.isneginf(m), 0, m)
+    safe = xp.where(m == -np.inf, 0, m)
     total = sum(xp.exp(a - safe) for a in arrays)
     with np.errstate(divide="ignore"):
         return xp.log(total) + safe
