@@ -65,22 +65,6 @@ def check_floats(op, **named):
         raise TypeError(f"{op}: inputs must share one floating dtype, got {got}")
 
 
-def as_float_operand(op, name, value, like):
-    """A Variable/array argument, or a Python number turned into an array of ``like``'s
-    dtype (so a float32 loss stays float32)."""
-    if isinstance(value, (bool,)) or value is None:
-        raise TypeError(f"{op}: {name} must be a Variable, an ndarray or a number, "
-                        f"got {type(value).__name__}")
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        x = data_of(like)
-        return xp_of(x).full(x.shape, value, dtype=x.dtype)
-    arr = check_float(op, name, value)
-    if arr.dtype != data_of(like).dtype:
-        raise TypeError(f"{op}: {name} has dtype {arr.dtype} but input has dtype "
-                        f"{data_of(like).dtype}")
-    return value
-
-
 # ----- reductions ----------------------------------------------------------------------
 
 def reduce_loss(loss, reduction):
