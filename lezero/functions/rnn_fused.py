@@ -125,7 +125,8 @@ def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, trainin
     else:
         states = [_initial_state(op, "hx", hx, shape, x, unbatched)]
     if packed and input.sorted_indices is not None:
-        states = [get_item(s, (slice(None), np.asarray(input.sorted_indices))) for s in states]
+        order = xp_of(data_of(x)).asarray(input.sorted_indices)
+        states = [get_item(s, (slice(None), order)) for s in states]
 
     per = 4 if has_biases else 2
     layer_in = x
@@ -151,8 +152,8 @@ def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, trainin
 
     finals = [_concat(f, axis=0) for f in finals]
     if packed and input.unsorted_indices is not None:
-        finals = [get_item(f, (slice(None), np.asarray(input.unsorted_indices)))
-                  for f in finals]
+        order = xp_of(data_of(x)).asarray(input.unsorted_indices)
+        finals = [get_item(f, (slice(None), order)) for f in finals]
     if packed:
         output = PackedSequence(layer_in, input.batch_sizes, input.sorted_indices,
                                 input.unsorted_indices)

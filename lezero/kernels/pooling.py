@@ -84,27 +84,36 @@ def _compile():
     import numba
 
     @numba.njit(cache=True, nogil=True)
+    def first_tap(start, k, d, size):
+        """The range [lo, hi) of kernel taps of a window starting at ``start`` that fall
+        inside an axis of length ``size`` (taps in the padding are skipped)."""
+        lo = (-start + d - 1) // d if start < 0 else 0
+        hi = min(k, (size - 1 - start) // d + 1)
+        return lo, hi
+
+    @numba.njit(cache=True, nogil=True)
     def max_pool2d_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out, arg):
         R, H, W = x.shape
         for r in range(R):
+            xr = x[r]
             for i in range(oh):
                 h0 = i * sh - ph
+                a_lo, a_hi = first_tap(h0, kh, dh, H)
                 for j in range(ow):
                     w0 = j * sw - pw
-                    best = -np.inf
-                    where = -1
-                    for a in range(kh):
+                    b_lo, b_hi = first_tap(w0, kw, dw, W)
+                    # Start from the first tap inside the image (as PyTorch does), then a
+                    # later tap wins if strictly larger, or NaN.
+                    h, w = h0 + a_lo * dh, w0 + b_lo * dw
+                    best = xr[h, w]
+                    where = h * W + w
+                    for a in range(a_lo, a_hi):
                         h = h0 + a * dh
-                        if h < 0 or h >= H:
-                            continue
-                        for b in range(kw):
-                            w = w0 + b * dw
-                            if w < 0 or w >= W:
-                                continue
-                            v = x[r, h, w]
-                            if where < 0 or v > best or v != v:
+                        for b in range(b_lo, b_hi):
+                            v = xr[h, w0 + b * dw]
+                            if v > best or v != v:
                                 best = v
-                                where = h * W + w
+                                where = h * W + w0 + b * dw
                     out[r, i, j] = best
                     arg[r, i, j] = where
 

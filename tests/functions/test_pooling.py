@@ -207,6 +207,14 @@ def test_bad_inputs_name_the_operator_and_argument():
         F.interpolate(x, size=3, align_corners=True)
     with pytest.raises(ValueError, match="interpolate: mode must be"):
         F.interpolate(x, size=3, mode="bicubic")
+    with pytest.raises(ValueError, match="interpolate: scale_factor must be positive"):
+        F.interpolate(x, scale_factor=-2.0)
+    with pytest.raises(TypeError, match="interpolate: size must be"):
+        F.interpolate(x, size=(2, 3, 4))
+    with pytest.raises(TypeError, match="pixel_shuffle: upscale_factor must be an int"):
+        F.pixel_shuffle(x, 2.0)
+    with pytest.raises(TypeError, match="lp_pool2d: norm_type must be a number"):
+        F.lp_pool2d(x, "2", 2)
     with pytest.raises(ValueError, match="pixel_shuffle.*divisible"):
         F.pixel_shuffle(x, 2)
     with pytest.raises(ValueError, match="pixel_unshuffle.*divisible"):

@@ -259,3 +259,11 @@ def test_bad_inputs_name_the_operator_and_argument():
         F.pad_packed_sequence(F.pack_padded_sequence(x, [3, 2]), total_length=1)
     with pytest.raises(TypeError, match="pad_packed_sequence: sequence must be a PackedSequence"):
         F.pad_packed_sequence(x)
+    with pytest.raises(ValueError, match="pad_sequence: sequences must share"):
+        F.pad_sequence([np.ones((2, 3)), np.ones((2, 4))])
+    with pytest.raises(ValueError, match="gru: expected 8 weights"):
+        F.gru(x, None, params, True, 1, 0.0, True, True)
+    with pytest.raises(ValueError, match="rnn_tanh: num_layers must be a positive int"):
+        F.rnn_tanh(x, None, params, True, 0)
+    with pytest.raises(ValueError, match="rnn_relu: dropout must be in"):
+        F.rnn_relu(x, None, params, True, 1, 1.5)
