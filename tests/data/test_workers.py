@@ -21,6 +21,12 @@ def batches_of(loader):
     return [b for b in loader]
 
 
+def data_workers():
+    """This process's live DataLoader workers (other tests' children are not ours)."""
+    return [p for p in multiprocessing.active_children()
+            if p.name.startswith("lezero-data-worker")]
+
+
 def assert_clean(pids=(), collect=True):
     """No worker process and no shared-memory segment of ours is left.
 
@@ -28,7 +34,7 @@ def assert_clean(pids=(), collect=True):
     traceback kept alive (tests of early exits pass False: there it must be immediate)."""
     if collect:
         gc.collect()
-    assert multiprocessing.active_children() == []
+    assert data_workers() == []
     for pid in pids:
         assert H.process_gone(pid), f"worker {pid} still runs"
     assert H.our_segments() == []
@@ -198,7 +204,7 @@ def test_killed_worker_is_reported_not_waited_on():
 def test_worker_killed_from_outside_while_main_waits():
     loader = DataLoader(H.SlowDataset(10, delay=30), batch_size=1, num_workers=1, seed=0)
     it = iter(loader)
-    pids = [p.pid for p in multiprocessing.active_children()]
+    pids = [p.pid for p in data_workers()]
     assert len(pids) == 1
     os.kill(pids[0], signal.SIGKILL)              # the worker is asleep in __getitem__
     with pytest.raises(RuntimeError, match="exited unexpectedly"):
@@ -229,7 +235,7 @@ def test_deleting_the_iterator_shuts_workers_down():
     loader = DataLoader(H.IndexDataset(100), batch_size=2, num_workers=2, seed=0)
     it = iter(loader)
     pids = set(next(it)["pid"].tolist()) | set(next(it)["pid"].tolist())
-    assert len(multiprocessing.active_children()) == 2
+    assert len(data_workers()) == 2
     del it
     assert_clean(pids, collect=False)
 
@@ -238,11 +244,11 @@ def test_persistent_workers_survive_epochs_and_die_with_the_loader():
     loader = DataLoader(H.IndexDataset(12), batch_size=3, num_workers=2, seed=0,
                         persistent_workers=True, shuffle=True)
     epoch1 = batches_of(loader)
-    pids1 = {p.pid for p in multiprocessing.active_children()}
+    pids1 = {p.pid for p in data_workers()}
     it = iter(loader)
     next(it)                                        # leave the epoch early ...
     epoch2 = batches_of(loader)                     # ... and start a new one
-    pids2 = {p.pid for p in multiprocessing.active_children()}
+    pids2 = {p.pid for p in data_workers()}
     assert pids1 == pids2 and len(pids1) == 2
     assert sorted(H.flatten_indices(epoch1)) == sorted(H.flatten_indices(epoch2)) == \
         list(range(12))
