@@ -1,10 +1,16 @@
-"""Helpers shared by the layers: parameter creation and PyTorch's default initialisation."""
+"""Helpers shared by the layers: parameter creation, PyTorch's default initialisation,
+argument checks, and ``op_module`` (a layer made from an operator and an argument spec)."""
+import contextlib
+import inspect
 import math
+import numbers
 
 import numpy as np
 
-from lezero.core import Parameter
+from lezero import cuda
+from lezero.core import Parameter, Variable
 from lezero.nn import init
+from lezero.nn.module import Module
 
 
 def empty_parameter(*shape, dtype=np.float32):
@@ -34,3 +40,152 @@ def check_positive(layer, **values):
     for name, v in values.items():
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise ValueError(f"{layer}: {name} must be a positive int, got {v!r}")
+
+
+def check_number(layer, name, value, low=None, high=None):
+    """A real number (not a bool), optionally inside [low, high]; returned as float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{layer}: {name} must be a number, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{layer}: {name} must be in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+def check_bool(layer, **values):
+    for name, v in values.items():
+        if not isinstance(v, (bool, np.bool_)):
+            raise TypeError(f"{layer}: {name} must be a bool, got {v!r}")
+
+
+def check_choice(layer, name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{layer}: {name} must be one of {', '.join(map(repr, choices))}, "
+                         f"got {value!r}")
+    return value
+
+
+def check_ndim(layer, x, ndims, what):
+    """Raise ValueError naming ``layer`` unless ``x.ndim`` is one of ``ndims``."""
+    if x.ndim not in ndims:
+        raise ValueError(f"{layer}: expected {what} input, got shape {tuple(x.shape)}")
+
+
+@contextlib.contextmanager
+def named_errors(layer):
+    """Prefix the ValueError/TypeError an operator raises with the calling layer's name,
+    so a bad input reads as ``Softmax: softmax: ...`` rather than as an operator detail."""
+    try:
+        yield
+    except (ValueError, TypeError) as e:
+        raise type(e)(f"{layer}: {e}") from e
+
+
+# ----- modules made from an operator and an argument spec --------------------------------
+
+REQUIRED = object()      # the default of a spec argument that must be given
+
+def _check_arg(layer, name, value, kind):
+    if kind == "any":                        # checked by the operator, named by named_errors
+        return
+    if kind == "number":
+        check_number(layer, name, value)
+    elif kind == "number?":
+        if value is not None:
+            check_number(layer, name, value)
+    elif kind == "bool":
+        check_bool(layer, **{name: value})
+    elif kind in ("int", "int?"):
+        if not (value is None and kind == "int?") and (
+                isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+            raise TypeError(f"{layer}: {name} must be an int"
+                            f"{' or None' if kind == 'int?' else ''}, got {value!r}")
+    else:                                    # a tuple of allowed values
+        check_choice(layer, name, value, kind)
+
+
+class OpModule(Module):
+    """A layer that applies one operator with the options it was built with.
+
+    Subclasses (made by ``op_module``) carry ``_fn``, ``_spec`` -- PyTorch's constructor
+    arguments as (name, default, kind) -- and ``_n_inputs``.  The constructor binds and
+    checks the arguments and stores them as attributes (a "buffer" argument as a buffer,
+    so it is saved in ``state_dict`` as PyTorch saves a loss's ``weight``);
+    ``forward(*inputs)`` calls ``_fn(*inputs, **options)``, where a ``dim`` option is passed
+    as ``axis`` and the arguments named in ``_not_passed`` are left out (``inplace`` is
+    accepted for compatibility only: LeZero's operators never overwrite an input).
+    """
+
+    _spec = ()
+    _n_inputs = 1
+    _not_passed = ("inplace",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        name = type(self).__name__
+        try:
+            bound = self.__signature__.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{name}: {e}") from None
+        bound.apply_defaults()
+        kinds = {arg: kind for arg, _, kind in self._spec}
+        for arg, value in bound.arguments.items():
+            if kinds[arg] == "buffer":
+                self.register_buffer(arg, _as_buffer(name, arg, value))
+            else:
+                _check_arg(name, arg, value, kinds[arg])
+                setattr(self, arg, value)
+        self._validate()
+
+    def _validate(self):
+        """Checks that involve several arguments (overridden where needed)."""
+
+    def _options(self):
+        return {("axis" if arg == "dim" else arg): getattr(self, arg)
+                for arg, _, _ in self._spec if arg not in self._not_passed}
+
+    def forward(self, *inputs):
+        name = type(self).__name__
+        if len(inputs) != self._n_inputs:
+            raise TypeError(f"{name}: forward takes {self._n_inputs} input(s), got "
+                            f"{len(inputs)}")
+        with named_errors(name):
+            return self._fn(*inputs, **self._options())
+
+    def extra_repr(self):
+        return ", ".join(f"{arg}={getattr(self, arg)!r}" for arg, _, kind in self._spec
+                         if kind != "buffer" and (arg not in self._not_passed
+                                                  or arg == "inplace" and self.inplace))
+
+
+def _as_buffer(layer, name, value):
+    """None, or the value as a float array (float32 unless it already is a float array)."""
+    if value is None:
+        return None
+    value = value.data if isinstance(value, Variable) else value
+    if isinstance(value, cuda.array_types()) and value.dtype.kind == "f":
+        return value
+    try:
+        return np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise TypeError(f"{layer}: {name} must be an array of numbers or None, got "
+                        f"{type(value).__name__}") from None
+
+
+def op_module(fn, *spec, n_inputs=1, base=OpModule):
+    """A base class for a layer applying ``fn`` (see ``OpModule``).  ``spec`` lists the
+    constructor arguments as (name, default, kind); kinds: "number", "number?", "bool",
+    "int", "int?" (int or None), "buffer" (an array or None, registered as a buffer),
+    "any" (left to the operator) or a tuple of allowed values.  A default of ``REQUIRED``
+    makes the argument required; a "*" entry makes the arguments after it keyword-only."""
+    params, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for item in spec:
+        if item == "*":
+            kind = inspect.Parameter.KEYWORD_ONLY
+            continue
+        arg, default, _ = item
+        params.append(inspect.Parameter(
+            arg, kind, default=inspect.Parameter.empty if default is REQUIRED else default))
+    spec = tuple(item for item in spec if item != "*")
+    return type(base.__name__, (base,), {"_fn": staticmethod(fn), "_spec": spec,
+                                         "_n_inputs": n_inputs,
+                                         "__signature__": inspect.Signature(params)})

@@ -73,17 +73,33 @@ class Bilinear(Module):
         super().__init__()
         check_positive("Bilinear", in1_features=in1_features, in2_features=in2_features,
                        out_features=out_features)
+        self.in1_features, self.in2_features = in1_features, in2_features
+        self.out_features = out_features
         self.weight = empty_parameter(out_features, in1_features, in2_features)
-        self.bias = empty_parameter(out_features) if bias else None
-        if not bias:
+        if bias:
+            self.bias = empty_parameter(out_features)
+        else:
             self.register_parameter("bias", None)
-        bound = 1 / math.sqrt(in1_features)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # PyTorch's: U(-1/sqrt(in1), 1/sqrt(in1)) for the weight and the bias alike.
+        bound = 1 / math.sqrt(self.in1_features)
         init.uniform_(self.weight, -bound, bound)
         if self.bias is not None:
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x1, x2):
+        if x1.shape[-1] != self.in1_features or x2.shape[-1] != self.in2_features \
+                or x1.shape[:-1] != x2.shape[:-1]:
+            raise ValueError(f"Bilinear: expected inputs (*, {self.in1_features}) and (*, "
+                             f"{self.in2_features}) with the same leading dims, got shapes "
+                             f"{x1.shape} and {x2.shape}")
         return F.bilinear(x1, x2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
 
 
 class Flatten(Module):
@@ -106,4 +122,9 @@ class Unflatten(Module):
 
     def forward(self, x):
         dim = self.dim % x.ndim
+        size = math.prod(self.unflattened_size)
+        if -1 not in self.unflattened_size and size != x.shape[dim]:
+            raise ValueError(f"Unflatten: cannot unflatten dim {self.dim} of size "
+                             f"{x.shape[dim]} into {self.unflattened_size} (input shape "
+                             f"{x.shape})")
         return F.reshape(x, x.shape[:dim] + self.unflattened_size + x.shape[dim + 1:])
