@@ -20,6 +20,13 @@ from tests.nn.layer_parity import check_layer, load_from_torch, rand
     (lambda: nn.Conv2d(3, 2, (3, 2), padding="same", dilation=2),
      lambda: torch.nn.Conv2d(3, 2, (3, 2), padding="same", dilation=2), (1, 3, 6, 5)),
     (lambda: nn.Conv3d(2, 3, 2), lambda: torch.nn.Conv3d(2, 3, 2), (1, 2, 3, 4, 3)),
+    (lambda: nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"),
+     lambda: torch.nn.Conv2d(2, 3, 3, padding=(1, 2), padding_mode="reflect"), (1, 2, 5, 6)),
+    (lambda: nn.Conv1d(2, 3, 4, padding="same", padding_mode="circular"),
+     lambda: torch.nn.Conv1d(2, 3, 4, padding="same", padding_mode="circular"), (2, 2, 7)),
+    (lambda: nn.Conv2d(2, 2, 3, padding=1, padding_mode="replicate", stride=2),
+     lambda: torch.nn.Conv2d(2, 2, 3, padding=1, padding_mode="replicate", stride=2),
+     (1, 2, 5, 5)),
     (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2, output_padding=1),
      lambda: torch.nn.ConvTranspose1d(3, 2, 3, stride=2, output_padding=1), (2, 3, 5)),
     (lambda: nn.ConvTranspose2d(4, 2, 3, stride=2, padding=1, groups=2),
@@ -29,7 +36,7 @@ from tests.nn.layer_parity import check_layer, load_from_torch, rand
     (lambda: nn.Flatten(0, 2), lambda: torch.nn.Flatten(0, 2), (2, 3, 4, 5)),
     (lambda: nn.Unflatten(1, (2, 6)), lambda: torch.nn.Unflatten(1, (2, 6)), (3, 12, 2)),
 ], ids=["linear", "linear_nobias", "conv1d", "conv2d_groups", "conv2d_same", "conv3d",
-        "convT1d", "convT2d", "identity", "flatten", "flatten02", "unflatten"])
+        "conv2d_reflect", "conv1d_same_circular", "conv2d_replicate", "convT1d", "convT2d", "identity", "flatten", "flatten02", "unflatten"])
 def test_layer_matches_torch(ours, theirs, shape):
     check_layer(ours(), theirs(), rand(*shape))
 
@@ -137,6 +144,9 @@ def test_layers_survive_deepcopy():
     (lambda: nn.Linear(0, 3), ValueError, "Linear: in_features must be a positive int"),
     (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, "Conv2d: in_channels .* divisible"),
     (lambda: nn.Conv1d(3, 4, (3, 3)), ValueError, "Conv1d: kernel_size must be"),
+    (lambda: nn.Conv2d(3, 4, 3, padding_mode="mirror"), ValueError, "Conv2d: padding_mode"),
+    (lambda: nn.ConvTranspose2d(3, 4, 3, padding_mode="reflect"), ValueError,
+     "ConvTranspose2d: only padding_mode='zeros'"),
     (lambda: nn.Embedding(4, 2, padding_idx=4), ValueError, "Embedding: padding_idx"),
     (lambda: nn.Embedding(4, 0), ValueError, "Embedding: embedding_dim"),
     (lambda: nn.Embedding.from_pretrained(np.ones(3)), ValueError, "must be 2-D"),

@@ -19,9 +19,13 @@ class _ConvNd(Module):
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
                              f"({out_channels}) must be divisible by groups ({groups})")
-        if padding_mode != "zeros":
+        if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
+            raise ValueError(f"{name}: padding_mode must be 'zeros', 'reflect', 'replicate' "
+                             f"or 'circular', got {padding_mode!r}")
+        if padding_mode != "zeros" and self.transposed:
             raise ValueError(f"{name}: only padding_mode='zeros' is supported, got "
                              f"{padding_mode!r}")
+        self.padding_mode = padding_mode
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size = ntuple(kernel_size, self.n, "kernel_size", name)
         self.stride = ntuple(stride, self.n, "stride", name)
@@ -43,6 +47,18 @@ class _ConvNd(Module):
     def reset_parameters(self):
         reset_fan_in_uniform(self.weight, self.bias)
 
+    def _pad_explicitly(self, x):
+        """For padding modes other than zeros, pad the input with F.pad first (the
+        convolution then pads nothing); returns (input, the padding to give the conv)."""
+        if self.padding_mode == "zeros" or self.padding == "valid":
+            return x, self.padding
+        if self.padding == "same":       # PyTorch's split: the odd element goes after
+            total = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pairs = [(t // 2, t - t // 2) for t in total]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        return F.pad(x, ((0, 0), (0, 0), *pairs), mode=self.padding_mode), 0
+
     def _check_input(self, x):
         if x.ndim != self.n + 2 or x.shape[1] != self.in_channels:
             raise ValueError(f"{type(self).__name__}: expected input of shape (N, "
@@ -55,6 +71,8 @@ class _ConvNd(Module):
             s += f", padding={self.padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
+        if self.padding_mode != "zeros":
+            s += f", padding_mode={self.padding_mode!r}"
         return s + ("" if self.bias is not None else ", bias=False")
 
 
@@ -62,7 +80,8 @@ def _conv_layer(n, fn):
     class Conv(_ConvNd):
         def forward(self, x):
             self._check_input(x)
-            return fn(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+            x, padding = self._pad_explicitly(x)
+            return fn(x, self.weight, self.bias, self.stride, padding, self.dilation,
                       self.groups)
     Conv.n = n
     return Conv
@@ -104,10 +123,11 @@ class LazyConv2d(Conv2d):
     """A Conv2d whose ``in_channels`` is inferred from the first input."""
 
     def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True):
+                 bias=True, padding_mode="zeros"):
         Module.__init__(self)
         self._pending = dict(out_channels=out_channels, kernel_size=kernel_size, stride=stride,
-                             padding=padding, dilation=dilation, groups=groups, bias=bias)
+                             padding=padding, dilation=dilation, groups=groups, bias=bias,
+                             padding_mode=padding_mode)
         self.register_parameter("weight", None)
         self.register_parameter("bias", None)
 
