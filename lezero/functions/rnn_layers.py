@@ -78,8 +78,11 @@ class _Recurrence(Function):
         dw_hh = d_rec.T @ self.h_prev if need[n_w + 1] else None
         grads = [dx, *d_states, dw_ih, dw_hh]
         if has_bias:
-            grads += [d_in.sum(axis=0) if need[n_w + 2] else None,
-                      d_rec.sum(axis=0) if need[n_w + 3] else None]
+            want_ih, want_hh = need[n_w + 2], need[n_w + 3]
+            shared = d_rec is d_in            # LSTM, Elman: both biases get the same sum
+            db_ih = d_in.sum(axis=0) if want_ih or (want_hh and shared) else None
+            db_hh = (db_ih if shared else d_rec.sum(axis=0)) if want_hh else None
+            grads += [db_ih if want_ih else None, db_hh]
         return grads
 
 
