@@ -82,6 +82,11 @@ def _plain_attention(q, k, v, mask_add, keep, dropout_p, scale):
 
 # ----- the chunked path ---------------------------------------------------------------------
 
+def swapaxes_array(a):
+    """The last two axes of a raw array swapped (a view)."""
+    return a.swapaxes(-1, -2)
+
+
 def _block_rng(xp, seed, block):
     """A generator for one block's dropout mask, the same in forward and backward."""
     if xp is np:
@@ -189,11 +194,6 @@ class ChunkedAttentionGrad(Function):
         raise NotImplementedError(
             "scaled_dot_product_attention: the chunked path's gradient is not differentiable;"
             " pass chunk_size=0 (the plain path) to differentiate twice")
-
-
-def swapaxes_array(a):
-    """The last two axes of a raw array swapped (a view)."""
-    return a.swapaxes(-1, -2)
 
 
 # ----- scaled_dot_product_attention ---------------------------------------------------------

@@ -15,7 +15,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_variable, data_of, xp_of
+from lezero.functions._utils import check_variable, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import concatenate, reshape
 

@@ -42,7 +42,8 @@ def max_pool2d_ref(x, kernel, stride, padding, dilation, out_size):
     arg = xp.full((R, oh, ow), -1, dtype=np.int64)
     for i in range(kh):
         for j in range(kw):
-            win = xpad[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
+            win = xpad[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
+                       j * dw:j * dw + (ow - 1) * sw + 1:sw]
             inside = ok_h[:, i][:, None] & ok_w[:, j][None, :]
             # The first tap inside the image always counts, even when it is -inf.
             upd = inside & ((win > best) | xp.isnan(win) | (arg < 0))

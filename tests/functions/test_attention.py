@@ -180,7 +180,8 @@ E, HEADS, L, S, N = 4, 2, 3, 4, 2
 def _mha_arrays(kdim=E, vdim=E, seed=20):
     return dict(query=rand(L, N, E, seed=seed), key=rand(S, N, kdim, seed=seed + 1),
                 value=rand(S, N, vdim, seed=seed + 2),
-                in_proj_weight=rand(3 * E, E, seed=seed + 3), in_proj_bias=rand(3 * E, seed=seed + 4),
+                in_proj_weight=rand(3 * E, E, seed=seed + 3),
+                in_proj_bias=rand(3 * E, seed=seed + 4),
                 out_proj_weight=rand(E, E, seed=seed + 5), out_proj_bias=rand(E, seed=seed + 6))
 
 

@@ -227,7 +227,8 @@ def test_pooling_on_each_backend_matches_torch(xp):
             (lambda a: F.max_pool2d(a, 3, 2, 1), lambda a: TF.max_pool2d(a, 3, 2, 1)),
             (lambda a: F.avg_pool2d(a, 3, 2, 1, ceil_mode=True),
              lambda a: TF.avg_pool2d(a, 3, 2, 1, ceil_mode=True)),
-            (lambda a: F.adaptive_max_pool2d(a, (3, 4)), lambda a: TF.adaptive_max_pool2d(a, (3, 4))),
+            (lambda a: F.adaptive_max_pool2d(a, (3, 4)),
+             lambda a: TF.adaptive_max_pool2d(a, (3, 4))),
             (lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"),
              lambda a: TF.interpolate(a, scale_factor=2, mode="bilinear"))]:
         check_torch(fn, tfn, x, xp=xp)

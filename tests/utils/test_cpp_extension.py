@@ -71,7 +71,8 @@ def test_c_sources_and_load_inline(tmp_path):
     lib = cpp_extension.load_inline(
         "twice", "void twice(const float* x, float* y, long n)"
                  "{ for (long i = 0; i < n; ++i) y[i] = 2 * x[i]; }",
-        language="c", build_directory=str(tmp_path), functions={"twice": "void(const float*, float*, long)"})
+        language="c", build_directory=str(tmp_path),
+        functions={"twice": "void(const float*, float*, long)"})
     x = np.arange(4, dtype=np.float32)
     y = np.empty_like(x)
     lib.twice(x, y, 4)
