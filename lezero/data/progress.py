@@ -44,6 +44,8 @@ class _PlainBar:
             sys.stderr.write("\n")
 
     def __len__(self):
+        if self.total is None:
+            raise TypeError("progress: this iterable has no length")
         return self.total
 
     def _draw(self, elapsed):

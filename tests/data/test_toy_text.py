@@ -58,3 +58,13 @@ def test_progress_wraps_and_counts():
     loader = DataLoader(list(range(7)), batch_size=2)
     bar = progress(loader, file=io.StringIO())
     assert bar.total == 4 and sum(len(b) for b in bar) == 7
+
+
+def test_progress_without_tqdm_falls_back_to_a_counter(monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)       # import tqdm.auto fails
+    bar = progress(range(4), desc="epoch")
+    assert list(bar) == [0, 1, 2, 3] and len(bar) == 4
+    assert "epoch: 4/4" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="no length"):
+        len(progress(iter(range(3))))
