@@ -93,7 +93,7 @@ def _as_variables(inputs):
             out.append(x)
             continue
         if like is None:
-            like = next((getattr(v, "data", v) for v in inputs
+            like = next((v.data if isinstance(v, Variable) else v for v in inputs
                          if isinstance(v, Variable) or isinstance(v, cuda.array_types())), None)
         if isinstance(x, (bool, int, float)) or isinstance(x, cuda.array_types()) \
                 or isinstance(x, np.generic):

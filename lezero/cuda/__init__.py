@@ -44,7 +44,8 @@ def get_array_module(*args):
     if cp is None:
         return np
     for x in args:
-        x = getattr(x, "data", x) if not isinstance(x, np.ndarray) else x
+        if not isinstance(x, (np.ndarray, cp.ndarray)):
+            x = getattr(x, "data", x)      # a Variable: look at its array
         if isinstance(x, cp.ndarray):
             return cp
     return np
@@ -75,8 +76,9 @@ def as_cupy(x, device=None):
 
 def device_of(x):
     """``'cpu'`` or ``'cuda:N'`` for an array or a Variable."""
-    x = getattr(x, "data", x)
     cp = _cupy()
+    if not isinstance(x, np.ndarray) and hasattr(x, "creator"):
+        x = x.data
     if cp is not None and isinstance(x, cp.ndarray):
         return f"cuda:{x.device.id}"
     return "cpu"

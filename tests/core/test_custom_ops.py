@@ -86,3 +86,18 @@ def test_gradient_check_reports_the_worst_element():
 
     with pytest.raises(AssertionError, match=r"input 0 .* differs at index"):
         lz.utils.gradient_check(lambda a: WrongCube()(a), np.array([1.0, 2.0]))
+
+
+def test_function_called_with_an_array_and_a_python_scalar():
+    """A plain ndarray next to a Python number: the number takes the array's dtype."""
+    class AddScalar(lz.Function):
+        def forward(self, x, c):
+            return x + c
+
+        def backward(self, gy):
+            return gy, None
+
+    x = np.ones(3, np.float32)
+    y = AddScalar()(x, 2.5)
+    assert y.dtype == np.float32 and not y.requires_grad
+    np.testing.assert_array_equal(y.data, [3.5, 3.5, 3.5])
