@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import lezero as lz
-from lezero.data import DataLoader, get_worker_info
+from lezero.data import DataLoader, get_worker_info, variable_collate
 from tests.data import _helpers as H
 
 pytestmark = pytest.mark.timeout(60)
@@ -286,4 +286,14 @@ def test_spawn_start_method_gives_the_same_batches():
         np.testing.assert_array_equal(a["index"], b["index"])
         np.testing.assert_array_equal(a["aug"], b["aug"])
     assert len(ref) == len(got) == 4
+    assert_clean()
+
+
+def test_variable_collate_through_workers():
+    ds = H.BigDataset(6, 3)
+    batches = list(DataLoader(ds, batch_size=3, num_workers=1, collate_fn=variable_collate))
+    x, idx, names = batches[1]
+    assert isinstance(x, lz.Variable) and not x.requires_grad and x.shape == (3, 3)
+    np.testing.assert_array_equal(x.data[:, 0], [3, 4, 5])
+    assert isinstance(idx, lz.Variable) and names == ["name-3", "name-4", "name-5"]
     assert_clean()
