@@ -103,26 +103,70 @@ def _seed_worker(cfg):
     return seed
 
 
+class _Worker:
+    """What one worker process holds: its dataset, fetcher and shared-memory slots."""
+
+    def __init__(self, cfg):
+        self.cfg, self.id = cfg, cfg["worker_id"]
+        self.iterable = cfg["iterable"]
+        self.init_error = None
+        if cfg["worker_init_fn"] is not None:
+            try:
+                cfg["worker_init_fn"](self.id)
+            except Exception as e:     # reported with the first batch this worker owes
+                self.init_error = RemoteError(e, self.id, "in worker_init_fn")
+        self.fetcher = None if self.iterable else MapFetcher(
+            cfg["dataset"], cfg["auto_collation"], cfg["collate_fn"])
+        self.writer = _shm.SlotWriter(cfg["prefix"], self.id, cfg["num_slots"])
+        self.seed = self.count = 0
+
+    def reset(self, epoch, seed):
+        """A new epoch: an iterable dataset starts its stream again."""
+        self.seed, self.count = seed, 0
+        if self.iterable:
+            self.fetcher = None
+
+    def build(self, epoch, idx, slot, indices):
+        """Build batch ``idx`` into ``slot``; returns the reply for the main process."""
+        cfg = self.cfg
+        status, payload = "ok", None
+        try:
+            if self.init_error is not None:
+                status, payload = "err", self.init_error
+            elif self.iterable:
+                # The stream position is (worker, count): a stream has no global index.
+                with batch_stream(self.seed, epoch, self.id, self.count):
+                    if self.fetcher is None:
+                        self.fetcher = IterableFetcher(cfg["dataset"], cfg["auto_collation"],
+                                                       cfg["collate_fn"], cfg["batch_size"],
+                                                       cfg["drop_last"])
+                    payload = self.writer.write(slot, self.fetcher.fetch())
+            else:
+                with batch_stream(self.seed, epoch, idx):
+                    payload = self.writer.write(slot, self.fetcher.fetch(indices))
+        except StopIteration as e:
+            if self.iterable:
+                status = "end"
+            else:     # a map-style dataset has no business raising it
+                status, payload = "err", RemoteError(e, self.id)
+        except Exception as e:
+            status, payload = "err", RemoteError(e, self.id)
+        self.count += 1
+        return (status, epoch, idx, slot, payload)
+
+    def close(self):
+        self.writer.close()
+
+
 def worker_loop(cfg, task_conn, result_conn, done_event):
     """The body of a worker process (a module-level function, so ``spawn`` can find it)."""
     global _worker_info
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the main process's to handle
-    wid = cfg["worker_id"]
-    dataset = cfg["dataset"]
-    _worker_info = WorkerInfo(wid, cfg["num_workers"], _seed_worker(cfg), dataset)
-    init_error = None
-    if cfg["worker_init_fn"] is not None:
-        try:
-            cfg["worker_init_fn"](wid)
-        except Exception as e:     # report it with the first batch this worker owes
-            init_error = RemoteError(e, wid, "in worker_init_fn")
-    iterable = cfg["iterable"]
-    fetcher = None if iterable else MapFetcher(dataset, cfg["auto_collation"],
-                                               cfg["collate_fn"])
-    writer = _shm.SlotWriter(cfg["prefix"], wid, cfg["num_slots"])
+    _worker_info = WorkerInfo(cfg["worker_id"], cfg["num_workers"], _seed_worker(cfg),
+                              cfg["dataset"])
+    worker = _Worker(cfg)
     parent = multiprocessing.parent_process()
     watch = [task_conn] + ([parent.sentinel] if parent is not None else [])
-    epoch = seed = count = 0
     try:
         while True:
             if task_conn not in wait(watch):
@@ -131,41 +175,18 @@ def worker_loop(cfg, task_conn, result_conn, done_event):
             if msg is None or done_event.is_set():
                 break
             if msg[0] == "reset":
-                _, epoch, seed = msg
-                fetcher = None if iterable else fetcher
-                count = 0
+                worker.reset(*msg[1:])
                 continue
-            _, epoch_, idx, slot, indices = msg
-            status, payload = "ok", None
+            reply = worker.build(*msg[1:])
             try:
-                if init_error is not None:
-                    status, payload = "err", init_error
-                elif iterable:
-                    with batch_stream(seed, epoch, wid, count):
-                        if fetcher is None:
-                            fetcher = IterableFetcher(dataset, cfg["auto_collation"],
-                                                      cfg["collate_fn"], cfg["batch_size"],
-                                                      cfg["drop_last"])
-                        payload = writer.write(slot, fetcher.fetch())
-                else:
-                    with batch_stream(seed, epoch, idx):
-                        payload = writer.write(slot, fetcher.fetch(indices))
-            except StopIteration:
-                status = "end" if iterable else "err"
-                if not iterable:
-                    payload = RemoteError(StopIteration("StopIteration raised by dataset"), wid)
-            except Exception as e:
-                status, payload = "err", RemoteError(e, wid)
-            count += 1
-            try:
-                result_conn.send((status, epoch_, idx, slot, payload))
+                result_conn.send(reply)
             except (pickle.PicklingError, TypeError, AttributeError) as e:
                 # Something in the batch cannot be pickled: say so instead of dying.
-                result_conn.send(("err", epoch_, idx, slot, RemoteError(e, wid)))
+                result_conn.send(("err",) + reply[1:4] + (RemoteError(e, worker.id),))
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass
     finally:
-        writer.close()
+        worker.close()
 
 
 # ----- in the main process -----------------------------------------------------------------
