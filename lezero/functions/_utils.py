@@ -52,6 +52,14 @@ def normalize_axes(op, axis, ndim):
     return out
 
 
+def inverse_permutation(perm):
+    """The permutation that undoes ``perm`` (a sequence of axes): ``inv[perm[i]] = i``."""
+    inverse = [0] * len(perm)
+    for position, axis in enumerate(perm):
+        inverse[axis] = position
+    return tuple(inverse)
+
+
 def keepdims_shape(shape, axes):
     """The shape a reduction over ``axes`` has with keepdims=True."""
     if axes is None:

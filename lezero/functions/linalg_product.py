@@ -6,7 +6,7 @@ MLP layer runs it: the forward is a single matrix product against a transposed *
 the weight, and the backward is two tensordots and a sum.
 """
 from lezero.core import Function
-from lezero.functions._utils import check_float, check_variable, xp_of
+from lezero.functions._utils import check_float, check_variable, inverse_permutation, xp_of
 from lezero.functions.linalg_einsum import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
@@ -93,10 +93,7 @@ def _unpermute(g, order):
     """``g``'s axes are the input's axes in ``order``; put them back in 0, 1, 2 ..."""
     if list(order) == sorted(order):
         return g
-    inverse = [0] * len(order)
-    for pos, axis in enumerate(order):
-        inverse[axis] = pos
-    return transpose(g, tuple(inverse))
+    return transpose(g, inverse_permutation(order))
 
 
 def _tensordot_axes(sa, sb, axes):

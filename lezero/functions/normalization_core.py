@@ -96,8 +96,9 @@ class Normalize(Function):
         """The kernel always applies weight and bias: ones and zeros stand in for absent
         ones."""
         size = int(np.prod(self.param_shape))
-        w = weight if weight is not None else np.ones(size, x.dtype)
-        b = bias if bias is not None else np.zeros(size, x.dtype)
+        xp = xp_of(x)
+        w = weight if weight is not None else xp.ones(size, x.dtype)
+        b = bias if bias is not None else xp.zeros(size, x.dtype)
         return w, b
 
     # ----- backward ------------------------------------------------------------------

@@ -6,10 +6,8 @@ products (prod) or from running products with one element left out (cumprod), ex
 PyTorch handles zeros.  Everything is written with LeZero operators, so these gradients can
 be differentiated again.
 """
-import numpy as np
-
 from lezero.core import Function
-from lezero.functions._utils import constant, normalize_axis, xp_of
+from lezero.functions._utils import constant, inverse_permutation, normalize_axis, xp_of
 from lezero.functions.math_binary import where
 from lezero.functions.reduction_basic import expand, reduce_args
 from lezero.functions.reduction_basic import sum as sum_
@@ -40,7 +38,7 @@ def _from_last(y, perm, shape):
     y = reshape(y, shape)
     if perm == list(range(len(perm))):
         return y
-    return transpose(y, tuple(int(i) for i in np.argsort(perm)))
+    return transpose(y, inverse_permutation(perm))
 
 
 def _exclusive_cumprod_last(x):

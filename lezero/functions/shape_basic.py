@@ -9,7 +9,8 @@ Several are thin wrappers that compute a new shape or permutation and hand it to
 import numpy as np
 
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_variable, data_of, normalize_axis, xp_of
+from lezero.functions._utils import (check_variable, data_of, inverse_permutation,
+                                     normalize_axis, xp_of)
 from lezero.functions.registry import register
 
 __all__ = ["reshape", "transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flatten",
@@ -80,7 +81,7 @@ class Transpose(Function):
     def backward(self, gy):
         if self.axes is None:
             return transpose(gy)
-        return transpose(gy, tuple(int(i) for i in np.argsort(self.axes)))
+        return transpose(gy, inverse_permutation(self.axes))
 
 
 @register("shape")
