@@ -1,7 +1,8 @@
 """norm: vector and matrix norms with ``numpy.linalg.norm``'s arguments (ord, axis, keepdims).
 
 p-norms are computed on x / max|x| and scaled back, so large entries do not overflow in the
-powers (float32 squares overflow above about 1.8e19).  Their gradient is
+powers (float32 squares overflow above about 1.8e19); the 2-norm takes that path only where
+the plain sum of squares over- or underflows.  Their gradient is
 sign(x) * (|x| / norm) ** (p - 1), which stays bounded, and is 0 where the norm is 0 (as
 PyTorch).  The inf norms and the matrix 1/inf norms are built from abs, sum, max and min.
 """
@@ -10,7 +11,7 @@ import math
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import normalize_axis, xp_of
+from lezero.functions._utils import keepdims_shape, normalize_axis, xp_of
 from lezero.functions.math_arith import inputs
 from lezero.functions.math_binary import where
 from lezero.functions.math_unary import abs, sign
@@ -35,6 +36,14 @@ class PNorm(Function):
     def forward(self, x):
         xp = xp_of(x)
         p, axis = self.p, self.axis
+        if p == 2:
+            # The common case: sum(x * x) is exact enough unless it over- or underflowed
+            # somewhere, and then the scaled computation below runs instead.
+            with np.errstate(over="ignore", under="ignore"):
+                s = (x * x).sum(axis=axis, keepdims=True)
+            if _squares_in_range(s):
+                y = xp.sqrt(s)
+                return y if self.keepdims else y.reshape(_dropped(x.shape, axis))
         a = xp.abs(x)
         if p == 0:
             y = (a != 0).sum(axis=axis, keepdims=True).astype(x.dtype)
@@ -52,14 +61,24 @@ class PNorm(Function):
 
     def backward(self, gy):
         x = self.inputs[0]
-        g = expand(gy, x.shape, self.axis, self.keepdims)
-        if self.p == 0:
-            return g * 0.0           # a count: zero gradient, as torch.linalg.vector_norm
-        y = expand(self.outputs[0](), x.shape, self.axis, self.keepdims)
+        if self.p == 0:              # a count: zero gradient, as torch.linalg.vector_norm
+            return expand(gy, x.shape, self.axis, self.keepdims) * 0.0
+        # gy and the norm keep the reduced axes as length 1 and broadcast against x.
+        kept = keepdims_shape(x.shape, self.axis)
+        g = reshape(gy, kept)
+        y = reshape(self.outputs[0](), kept)
         safe = where(y.data == 0, 1.0, y)    # norm 0 means x is 0 there: gradient 0
         if self.p == 2:
-            return g * x / safe
+            return g / safe * x
         return g * sign(x) * (abs(x) / safe) ** (self.p - 1)
+
+
+def _squares_in_range(s):
+    """True when every sum of squares in ``s`` is finite and far enough above the smallest
+    normal number that the squares lost no precision to underflow (zeros included:
+    they may be underflowed squares)."""
+    info = np.finfo(s.dtype)
+    return bool(((s >= info.tiny / info.eps) & (s <= info.max)).all())
 
 
 def _dropped(shape, axes):
@@ -96,7 +115,7 @@ def _matrix_norm(x, ord, axes, keepdims):
     return _finish(y, x.shape, tuple(sorted(axes)), keepdims)
 
 
-_VECTOR_ORDS = "None, 2, 1, 0, inf, -inf or a real p >= 1"
+_VECTOR_ORDS = "None, 2, 1, 0, inf, -inf or a real p > 0"
 _MATRIX_ORDS = "None, 'fro', 1, -1, inf or -inf"
 
 
@@ -110,7 +129,8 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     * ``axis=None, ord=None``: the 2-norm of the flattened input (Frobenius for matrices).
     * an int ``axis`` (or a 1-D input): a vector norm; ``ord`` is 2 (default), 1, 0 (the
-      count of nonzeros), inf (max |x|), -inf (min |x|) or a real p >= 1.
+      count of nonzeros), inf (max |x|), -inf (min |x|) or a real p > 0 (for p < 1
+      not a norm, but computed as NumPy and PyTorch do: (sum |x| ** p) ** (1 / p)).
     * a 2-tuple ``axis`` (or a 2-D input with ``ord`` given): a matrix norm; ``ord`` is
       'fro' (default), 1 / -1 (max / min column sum of |x|), inf / -inf (row sums).
       The spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not provided.
@@ -136,7 +156,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
             axes = None
 
     if axes is None or len(axes) == 1:
-        if not (ord is None or _is_number(ord) and (ord >= 1 or ord == 0 or ord == -math.inf)):
+        if not (ord is None or _is_number(ord) and (ord >= 0 or ord == -math.inf)):
             raise ValueError(f"norm: vector ord must be {_VECTOR_ORDS}, got {ord!r}")
         if ord in (math.inf, -math.inf) and reduced_size(x.shape, axes) == 0:
             raise ValueError(f"norm: ord={ord} of zero elements is undefined "

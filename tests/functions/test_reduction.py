@@ -154,7 +154,8 @@ def test_logsumexp_with_infinities():
 
 NORMS = [  # ord, axis, input shape
     (None, None, (2, 3, 2)), (2, 1, (3, 4)), (1, 0, (3, 4)), (3, -1, (3, 4)),
-    (1.5, 1, (3, 4)), (math.inf, 1, (3, 4)), (-math.inf, 1, (3, 4)), (0, 1, (3, 4)),
+    (1.5, 1, (3, 4)), (0.5, 1, (3, 4)), (math.inf, 1, (3, 4)), (-math.inf, 1, (3, 4)),
+    (0, 1, (3, 4)),
     ("fro", (0, 1), (3, 4)), (1, (0, 1), (3, 4)), (-1, (1, 0), (3, 4)),
     (math.inf, (0, 1), (3, 4)), (-math.inf, (2, 0), (2, 3, 4)), (None, (0, 2), (2, 3, 4)),
     (math.inf, None, (5,)), (1, None, (3, 4)),
@@ -187,6 +188,15 @@ def test_norm_does_not_overflow_in_float32():
     np.testing.assert_allclose(x.grad.data, [0.6, -0.8], rtol=1e-6)
     np.testing.assert_allclose(F.norm(x, 3).data, np.linalg.norm(x.data.astype(np.float64), 3),
                                rtol=1e-6)
+
+
+def test_norm_does_not_underflow_in_float32():
+    # The squares (about 1e-59) are below float32's smallest number: they would sum to 0.
+    x = lz.Variable(np.array([[3e-30, -4e-30], [0.0, 0.0]], np.float32))
+    y = F.norm(x, axis=1)
+    F.sum(y).backward()
+    np.testing.assert_allclose(y.data, [5e-30, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.data, [[0.6, -0.8], [0.0, 0.0]], rtol=1e-6)
 
 
 # ----- topk -----------------------------------------------------------------------------------
@@ -281,7 +291,7 @@ def test_empty_reduction_raises(name):
     (lambda: F.std(X, axis=0, ddof=2), ValueError, "std: ddof=2 leaves no degrees of freedom"),
     (lambda: F.var(X, ddof=0.5), TypeError, "var: ddof must be an int, got float"),
     (lambda: F.norm(X, "fro", axis=1), ValueError, "norm: vector ord must be .* got 'fro'"),
-    (lambda: F.norm(X, 0.5, axis=1), ValueError, "norm: vector ord .* got 0.5"),
+    (lambda: F.norm(X, -1, axis=1), ValueError, "norm: vector ord .* got -1"),
     (lambda: F.norm(X, 2, axis=(0, 1)), ValueError, "norm: matrix ord .* got 2 .*SVD"),
     (lambda: F.norm(X, "nuc"), ValueError, "norm: matrix ord .* 'nuc'"),
     (lambda: F.norm(np.ones((2, 2, 2)), 1), ValueError, r"norm: ord=1 with axis=None needs"),
