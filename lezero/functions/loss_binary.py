@@ -4,9 +4,10 @@ import numpy as np
 
 from lezero.core import Function
 from lezero.functions._utils import as_input, check_float, data_of, xp_of
+from lezero.functions.activation import logsigmoid
 from lezero.functions.loss_common import (check_floats, check_reduction, check_same_shape,
-                                          clamp_min, reduce_loss, softplus)
-from lezero.functions.math import exp, log
+                                          reduce_loss)
+from lezero.functions.math import clip, exp, log
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 
@@ -41,7 +42,7 @@ class BinaryCrossEntropy(Function):
         gx = gt = None
         if self.needs_input_grad[0]:
             # PyTorch's form: finite (about 1e12) even where x is exactly 0 or 1.
-            gx = gy * (x - t) / clamp_min(x * (1 - x), 1e-12)
+            gx = gy * (x - t) / clip(x * (1 - x), 1e-12)
         if self.needs_input_grad[1]:
             gt = gy * (log(1 - x) - log(x))
         return gx, gt
@@ -85,10 +86,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     _check_broadcast_weight(op, "weight", weight, shape)
     _check_broadcast_weight(op, "pos_weight", pos_weight, shape)
     x, t = as_input(input), as_input(target)
-    # -[t log s(x) + (1 - t) log(1 - s(x))] = (1 - t) x + softplus(-x) (log 1 + e^-x ...)
-    # and pos_weight scales the t log s(x) = -t softplus(-x) term.
+    # -[t log s(x) + (1 - t) log(1 - s(x))] = (1 - t) x - log s(x), as log(1 - s(x)) =
+    # log s(x) - x; pos_weight scales the t log s(x) term.  logsigmoid is exact for any x.
     log_weight = 1 if pos_weight is None else (pos_weight - 1) * t + 1
-    loss = (1 - t) * x + log_weight * softplus(-x)
+    loss = (1 - t) * x - log_weight * logsigmoid(x)
     if weight is not None:
         loss = loss * weight
     return reduce_loss(loss, reduction)

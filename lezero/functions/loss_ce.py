@@ -18,7 +18,8 @@ import numpy as np
 
 from lezero.core import Function, Variable
 from lezero.functions._utils import check_float, check_variable, constant, data_of, xp_of
-from lezero.functions.loss_common import check_number, check_reduction, log_softmax
+from lezero.functions._softmax import log_softmax, softmax
+from lezero.functions.loss_common import check_number, check_reduction
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
@@ -167,7 +168,7 @@ class SoftmaxCrossEntropyGrad(Function):
     def backward(self, ggx):
         x, gy = self.inputs
         t = self.target
-        s = _softmax_variable(x)
+        s = softmax(x, axis=1)
         qsum = constant(xp_of(x.data).expand_dims(t.qsum, 1))
         g_x = g_gy = None
         if self.needs_input_grad[0]:
@@ -179,12 +180,6 @@ class SoftmaxCrossEntropyGrad(Function):
         if self.needs_input_grad[1]:
             g_gy = _grad_of_gy(ggx * (s * qsum - constant(t.dense())), self.reduction, t.denom)
         return g_x, g_gy
-
-
-def _softmax_variable(x):
-    """softmax(x) over axis 1 as a differentiable Variable (exp of the log-softmax)."""
-    from lezero.functions.math import exp
-    return exp(log_softmax(x, axis=1))
 
 
 # ----- nll_loss --------------------------------------------------------------------------

@@ -7,15 +7,21 @@ gradient only where it enters arithmetically (margin_ranking_loss), as in PyTorc
 """
 from lezero.functions._utils import as_input, check_variable, constant, data_of
 from lezero.functions.loss_common import (check_floats, check_number, check_reduction,
-                                          check_same_shape, pnorm, reduce_loss, relu)
+                                          check_same_shape, reduce_loss)
+from lezero.functions.math import clip
+from lezero.functions.reduction import norm
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
-from lezero.functions.shape import reshape
 
 __all__ = ["cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
            "hinge_embedding_loss"]
 
 _COS_EPS = 1e-12     # added to each squared magnitude, as PyTorch does
+
+
+def _hinge(v):
+    """max(v, 0) with PyTorch's clamp_min(0) gradient: 1 where v >= 0 (also at v == 0)."""
+    return clip(v, 0.0)
 
 
 def _mask(t, value, dtype):
@@ -53,7 +59,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean"):
     mag = (_sum(x1 * x1, axis=axis) + _COS_EPS) * (_sum(x2 * x2, axis=axis) + _COS_EPS)
     cos = dot / mag ** 0.5
     dtype = x1.dtype
-    loss = (1 - cos) * _mask(target, 1, dtype) + relu(cos - margin) * _mask(target, -1, dtype)
+    loss = (1 - cos) * _mask(target, 1, dtype) + _hinge(cos - margin) * _mask(target, -1, dtype)
     return reduce_loss(loss, reduction)
 
 
@@ -68,13 +74,12 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean"):
     check_same_shape(op, "input1", input1, "target", target)
     margin = check_number(op, "margin", margin)
     x1, x2, t = as_input(input1), as_input(input2), as_input(target)
-    return reduce_loss(relu(-t * (x1 - x2) + margin), reduction)
+    return reduce_loss(_hinge(-t * (x1 - x2) + margin), reduction)
 
 
 def _pairwise_distance(a, b, p, eps):
     """||a - b + eps||_p over the last axis (PyTorch's pairwise_distance)."""
-    d = pnorm(a - b + eps, p, axis=a.ndim - 1)
-    return reshape(d, d.shape[:-1])
+    return norm(a - b + eps, p, axis=-1)
 
 
 @register("loss")
@@ -103,7 +108,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
         d_swap = _pairwise_distance(pos, neg, p, eps)
         closer = constant((d_swap.data < d_neg.data).astype(d_neg.dtype))
         d_neg = d_neg * (1 - closer) + d_swap * closer
-    return reduce_loss(relu(d_pos - d_neg + margin), reduction)
+    return reduce_loss(_hinge(d_pos - d_neg + margin), reduction)
 
 
 @register("loss")
@@ -119,5 +124,5 @@ def hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
     t = data_of(target)
     not_pos = constant((t != 1).astype(x.dtype))
     not_neg = constant((t != -1).astype(x.dtype))
-    return reduce_loss(relu(margin - x) * not_pos + x * not_neg, reduction)
+    return reduce_loss(_hinge(margin - x) * not_pos + x * not_neg, reduction)
 

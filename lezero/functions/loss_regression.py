@@ -10,9 +10,9 @@ import math
 
 from lezero.core import Function
 from lezero.functions._utils import as_input, check_float, constant, data_of, xp_of
-from lezero.functions.loss_common import (absolute, check_floats, check_number,
-                                          check_reduction, check_same_shape, reduce_loss)
-from lezero.functions.math import exp, log
+from lezero.functions.loss_common import (check_floats, check_number, check_reduction,
+                                          check_same_shape, reduce_loss)
+from lezero.functions.math import abs, exp, log
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
@@ -68,7 +68,7 @@ def l1_loss(input, target, reduction="mean", weight=None):
     op = "l1_loss"
     input, target = _check_pair(op, input, target, reduction)
     _check_weight(op, weight, input)
-    return _weighted(absolute(input - target), weight, reduction)
+    return _weighted(abs(input - target), weight, reduction)
 
 
 class SmoothL1(Function):

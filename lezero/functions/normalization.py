@@ -13,7 +13,9 @@ import numpy as np
 
 from lezero.core import Function
 from lezero.functions._utils import as_input, check_float, constant, normalize_axis, xp_of
-from lezero.functions.loss_common import check_number, clamp_min, pnorm
+from lezero.functions.loss_common import check_number
+from lezero.functions.math import clip
+from lezero.functions.reduction import norm
 from lezero.functions.normalization_core import Normalize
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
@@ -290,5 +292,5 @@ def normalize(input, p=2.0, axis=1, eps=1e-12):
     p = check_number(op, "p", p, 0.0, low_open=True)
     eps = check_number(op, "eps", eps, 0.0)
     x = as_input(input)
-    return x / clamp_min(pnorm(x, p, axis), eps)
+    return x / clip(norm(x, p, axis, keepdims=True), eps)
 

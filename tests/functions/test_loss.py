@@ -10,7 +10,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero.functions.loss_ce import SoftmaxCrossEntropy
-from lezero.functions.loss_common import log_softmax
+from lezero.functions import log_softmax
 from tests.opcheck import check_all, check_gradient, check_torch, rand
 
 
