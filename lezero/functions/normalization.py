@@ -91,6 +91,45 @@ def _update(running, batch, momentum):
     running += (momentum * batch).astype(running.dtype, copy=False)
 
 
+def _channel_args(op, x, running_mean, running_var, weight, bias, momentum, eps):
+    """The checks batch_norm and instance_norm share; returns (running_mean array,
+    running_var array, momentum, eps, the (1, C, 1, ...) parameter shape)."""
+    n_ch = x.shape[1]
+    rm = _running(op, "running_mean", running_mean, n_ch)
+    rv = _running(op, "running_var", running_var, n_ch)
+    _check_param(op, "weight", weight, (n_ch,), x)
+    _check_param(op, "bias", bias, (n_ch,), x)
+    momentum = _check_momentum(op, momentum)
+    eps = check_number(op, "eps", eps, 0.0)
+    return rm, rv, momentum, eps, (1, n_ch) + (1,) * (x.ndim - 2)
+
+
+def _with_running_stats(op, flag, input, running_mean, running_var, weight, bias, eps,
+                        param_shape):
+    """Normalise with the running statistics (which must be given, ``flag`` says when)."""
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{op}: running_mean and running_var are required when {flag}")
+    return _eval_affine(input, running_mean, running_var, weight, bias, eps, param_shape)
+
+
+def _with_batch_stats(input, axes, eps, param_shape, weight, bias, running, momentum,
+                      per_channel, count):
+    """Normalise over ``axes`` with the input's own statistics; fold them into the running
+    statistics ``running`` (mean, var; either may be None) in place, ``per_channel``
+    turning a statistic into one value per channel (the variance made unbiased with
+    ``count`` elements per statistic)."""
+    params, flags = _params(weight, bias)
+    f = Normalize(axes, eps, param_shape=param_shape, **flags)
+    y = f(input, *params)
+    rm, rv = running
+    mean, var = f.batch_stats()
+    if rm is not None:
+        _update(rm, per_channel(mean), momentum)
+    if rv is not None:
+        _update(rv, per_channel(var) * (count / (count - 1)), momentum)
+    return y
+
+
 def _eval_affine(input, running_mean, running_var, weight, bias, eps, param_shape):
     """Normalise with fixed statistics: an affine map x * scale + shift per channel."""
     xp = xp_of(running_var)
@@ -118,32 +157,18 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     op = "batch_norm"
     x = _check_input(op, input, 2, "(N, C, ...)")
-    n_ch = x.shape[1]
-    rm = _running(op, "running_mean", running_mean, n_ch)
-    rv = _running(op, "running_var", running_var, n_ch)
-    _check_param(op, "weight", weight, (n_ch,), x)
-    _check_param(op, "bias", bias, (n_ch,), x)
-    momentum = _check_momentum(op, momentum)
-    eps = check_number(op, "eps", eps, 0.0)
-    param_shape = (1, n_ch) + (1,) * (x.ndim - 2)
+    rm, rv, momentum, eps, param_shape = _channel_args(op, x, running_mean, running_var,
+                                                       weight, bias, momentum, eps)
     if not training:
-        if rm is None or rv is None:
-            raise ValueError(f"{op}: running_mean and running_var are required when "
-                             "training=False")
-        return _eval_affine(input, rm, rv, weight, bias, eps, param_shape)
+        return _with_running_stats(op, "training=False", input, rm, rv, weight, bias, eps,
+                                   param_shape)
+    n_ch = x.shape[1]
     count = x.size // max(n_ch, 1)
     if count <= 1:
         raise ValueError(f"{op}: expected more than 1 value per channel when training, got "
                          f"input shape {x.shape}")
-    params, flags = _params(weight, bias)
-    f = Normalize((0,) + tuple(range(2, x.ndim)), eps, param_shape=param_shape, **flags)
-    y = f(input, *params)
-    mean, var = f.batch_stats()
-    if rm is not None:
-        _update(rm, mean.reshape(n_ch), momentum)
-    if rv is not None:
-        _update(rv, var.reshape(n_ch) * (count / (count - 1)), momentum)
-    return y
+    return _with_batch_stats(input, (0,) + tuple(range(2, x.ndim)), eps, param_shape, weight,
+                             bias, (rm, rv), momentum, lambda s: s.reshape(n_ch), count)
 
 
 @register("normalization", notes="fused; optional running stats updated in place")
@@ -158,32 +183,19 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """
     op = "instance_norm"
     x = _check_input(op, input, 3, "(N, C, *spatial) with at least one spatial axis")
-    n, n_ch = x.shape[:2]
-    rm = _running(op, "running_mean", running_mean, n_ch)
-    rv = _running(op, "running_var", running_var, n_ch)
-    _check_param(op, "weight", weight, (n_ch,), x)
-    _check_param(op, "bias", bias, (n_ch,), x)
-    momentum = _check_momentum(op, momentum)
-    eps = check_number(op, "eps", eps, 0.0)
-    param_shape = (1, n_ch) + (1,) * (x.ndim - 2)
+    rm, rv, momentum, eps, param_shape = _channel_args(op, x, running_mean, running_var,
+                                                       weight, bias, momentum, eps)
     if not use_input_stats:
-        if rm is None or rv is None:
-            raise ValueError(f"{op}: running_mean and running_var are required when "
-                             "use_input_stats=False")
-        return _eval_affine(input, rm, rv, weight, bias, eps, param_shape)
+        return _with_running_stats(op, "use_input_stats=False", input, rm, rv, weight, bias,
+                                   eps, param_shape)
+    n, n_ch = x.shape[:2]
     count = int(np.prod(x.shape[2:]))
     if count <= 1:
         raise ValueError(f"{op}: expected more than 1 spatial element per channel, got "
                          f"input shape {x.shape}")
-    params, flags = _params(weight, bias)
-    f = Normalize(tuple(range(2, x.ndim)), eps, param_shape=param_shape, **flags)
-    y = f(input, *params)
-    mean, var = f.batch_stats()
-    if rm is not None:
-        _update(rm, mean.reshape(n, n_ch).mean(axis=0), momentum)
-    if rv is not None:
-        _update(rv, var.reshape(n, n_ch).mean(axis=0) * (count / (count - 1)), momentum)
-    return y
+    return _with_batch_stats(input, tuple(range(2, x.ndim)), eps, param_shape, weight, bias,
+                             (rm, rv), momentum, lambda s: s.reshape(n, n_ch).mean(axis=0),
+                             count)
 
 
 # ----- layer / group / RMS norm --------------------------------------------------------

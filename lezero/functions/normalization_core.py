@@ -29,6 +29,7 @@ from lezero.core.config import get_config
 from lezero.functions._utils import xp_of
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.shape import reshape, sum_to
+from lezero.functions.shape_basic import _sum_to
 
 _KERNEL_DTYPES = (np.float32, np.float64)
 
@@ -125,7 +126,7 @@ class Normalize(Function):
         if self.use_kernel:
             return self._kernel_backward(gy)
         xhat = self.xhat
-        grads = self._param_grads(gy, xhat, _sum_to_array, lambda a, s: a.reshape(s))
+        grads = self._param_grads(gy, xhat, _sum_to, lambda a, s: a.reshape(s))
         gx = None
         if self.needs_input_grad[0]:
             g = gy * self.inputs[1].data.reshape(self.param_shape) if self.has_weight \
@@ -176,18 +177,3 @@ class Normalize(Function):
         if not self.center:
             raise ValueError("Normalize: RMS normalization has no mean")
         return self.mean, self.var
-
-
-def _sum_to_array(a, shape):
-    """Sum array ``a`` down to the broadcastable ``shape``."""
-    lead = a.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                      if s == 1 and a.shape[i + lead] != 1)
-    out = a.sum(axis=axes, keepdims=True) if axes else a
-    return out.reshape(shape)
-
-
-def affine(x, scale, shift, param_shape):
-    """x * scale + shift with (C,)-shaped scale/shift broadcast along ``param_shape``."""
-    return x * reshape(scale, param_shape) + reshape(shift, param_shape)
-
