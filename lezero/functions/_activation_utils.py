@@ -1,7 +1,7 @@
-"""Argument checks and constant masks shared by the activation, dropout and softmax modules."""
+"""Argument checks shared by the activation, dropout, softmax and embedding modules."""
 import numbers
 
-from lezero.functions._utils import check_float, constant, data_of
+from lezero.functions._utils import check_float
 
 
 def check_input(op, x):
@@ -25,10 +25,3 @@ def check_probability(op, p):
         raise ValueError(f"{op}: dropout probability p must be in [0, 1], got {p}")
     return p
 
-
-def mask_like(x, values):
-    """A constant Variable holding ``values`` (a boolean or numeric array) in ``x``'s dtype.
-
-    Masks pick pieces of piecewise functions; being constants, their derivative is 0.
-    """
-    return constant(values.astype(data_of(x).dtype, copy=False))

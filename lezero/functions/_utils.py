@@ -15,6 +15,16 @@ def xp_of(*xs):
     return cuda.get_array_module(*xs)
 
 
+def scatter_add_(target, index, values):
+    """``target[index] += values`` in place, where repeated indices all add up (a plain
+    ``+=`` would keep only one of them)."""
+    if xp_of(target) is np:
+        np.add.at(target, index, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(target, index, values)
+
+
 def check_variable(op, name, x):
     """Raise TypeError unless ``x`` is a Variable or an array; return its array."""
     if isinstance(x, Variable):
@@ -67,9 +77,24 @@ def keepdims_shape(shape, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
 
 
+def reduced_shape(shape, axes):
+    """The shape a reduction over ``axes`` (all axes when None) has without keepdims."""
+    if axes is None:
+        return ()
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
+
+
 def constant(array):
     """A Variable that no gradient flows into."""
     return Variable(array, requires_grad=False)
+
+
+def mask_like(x, values):
+    """A constant Variable holding ``values`` (a boolean or numeric array) in ``x``'s dtype.
+
+    Masks pick pieces of piecewise functions; being constants, their derivative is 0.
+    """
+    return constant(values.astype(data_of(x).dtype, copy=False))
 
 
 def as_input(x, like=None):

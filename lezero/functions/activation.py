@@ -13,10 +13,10 @@ GELU (fused, optional Numba kernel) lives in ``_gelu.py``; softmax, log_softmax 
 gumbel_softmax in ``_softmax.py``; all are re-exported here.
 """
 from lezero.core import Function
-from lezero.functions._activation_utils import check_input, check_real, mask_like
+from lezero.functions._activation_utils import check_input, check_real
 from lezero.functions._gelu import gelu
 from lezero.functions._softmax import gumbel_softmax, log_softmax, softmax
-from lezero.functions._utils import check_float, data_of, normalize_axis, xp_of
+from lezero.functions._utils import check_float, data_of, mask_like, normalize_axis, xp_of
 from lezero.functions.math import tanh
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item, reshape, sum_to

@@ -10,19 +10,10 @@ import numpy as np
 
 from lezero.core import Function
 from lezero.functions._activation_utils import check_real
-from lezero.functions._utils import check_float, check_variable, xp_of
+from lezero.functions._utils import check_float, check_variable, scatter_add_, xp_of
 from lezero.functions.registry import register
 
 __all__ = ["embedding"]
-
-
-def _scatter_add_rows(out, indices, rows):
-    """out[indices[k]] += rows[k] for every k, adding up repeated indices."""
-    if xp_of(out) is np:
-        np.add.at(out, indices, rows)
-    else:
-        import cupyx
-        cupyx.scatter_add(out, indices, rows)
 
 
 class Embedding(Function):
@@ -64,7 +55,7 @@ class EmbeddingGrad(Function):
         if self.use_weight is not None:
             rows = rows * self.use_weight.reshape(-1, 1)
         gw = xp_of(gy).zeros((self.num, dim), dtype=gy.dtype)
-        _scatter_add_rows(gw, self.indices.reshape(-1), rows)
+        scatter_add_(gw, self.indices.reshape(-1), rows)
         return gw
 
     def backward(self, ggw):

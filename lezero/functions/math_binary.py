@@ -5,17 +5,12 @@ Selections (maximum, minimum, clip, where) route the gradient with constant mask
 PyTorch's rules at ties and at the clip bounds.
 """
 from lezero.core import Function, Variable
-from lezero.functions._utils import constant, xp_of
+from lezero.functions._utils import constant, mask_like, xp_of
 from lezero.functions.math_arith import _grads, binary, broadcast_shape, inputs
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
 
 __all__ = ["arctan2", "hypot", "maximum", "minimum", "clip", "where"]
-
-
-def _mask(array, like):
-    """A boolean array as a constant of ``like``'s dtype (1 where True)."""
-    return constant(array.astype(like.dtype))
 
 
 class Arctan2(Function):
@@ -121,7 +116,7 @@ class Clip(Function):
         if hi is not None:
             above = a > hi_a
             masks.append(above | (hi_a < lo_a) if lo is not None else above)
-        return tuple(sum_to(gy * _mask(m, gy.data), v.shape) if need else None
+        return tuple(sum_to(gy * mask_like(gy, m), v.shape) if need else None
                      for m, v, need in zip(masks, self.inputs, self.needs_input_grad))
 
 

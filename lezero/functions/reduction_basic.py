@@ -7,7 +7,8 @@ and ``keepdims``.  Their backward broadcasts the output gradient back over the r
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import constant, keepdims_shape, normalize_axes, xp_of
+from lezero.functions._utils import (constant, keepdims_shape, normalize_axes, reduced_shape,
+                                     xp_of)
 from lezero.functions.math_arith import inputs, sqrt
 from lezero.functions.math_unary import exp
 from lezero.functions.registry import register
@@ -155,7 +156,7 @@ class LogSumExp(Function):
         self.shift = m = xp.where(xp.isfinite(m), m, 0)
         with np.errstate(divide="ignore"):    # log(0) = -inf when every term is -inf
             y = xp.log(xp.exp(x - m).sum(axis=self.axis, keepdims=True)) + m
-        return y if self.keepdims else y.reshape(_drop(x.shape, self.axis))
+        return y if self.keepdims else y.reshape(reduced_shape(x.shape, self.axis))
 
     def backward(self, gy):
         # The gradient is softmax(x).  Computed as e / sum(e) with e = exp(x - shift) it is
@@ -165,13 +166,6 @@ class LogSumExp(Function):
         e = exp(x - constant(self.shift))
         softmax = e / broadcast_to(sum(e, self.axis, keepdims=True), x.shape)
         return expand(gy, x.shape, self.axis, self.keepdims) * softmax
-
-
-def _drop(shape, axes):
-    """``shape`` without the reduced ``axes`` (all of them when None)."""
-    if axes is None:
-        return ()
-    return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
 @register("reduction", notes="stable: shifted by the maximum")

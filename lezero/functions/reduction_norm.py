@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import keepdims_shape, normalize_axis, xp_of
+from lezero.functions._utils import keepdims_shape, normalize_axis, reduced_shape, xp_of
 from lezero.functions.math_arith import inputs
 from lezero.functions.math_binary import where
 from lezero.functions.math_unary import abs, sign
@@ -43,7 +43,7 @@ class PNorm(Function):
                 s = (x * x).sum(axis=axis, keepdims=True)
             if _squares_in_range(s):
                 y = xp.sqrt(s)
-                return y if self.keepdims else y.reshape(_dropped(x.shape, axis))
+                return y if self.keepdims else y.reshape(reduced_shape(x.shape, axis))
         a = xp.abs(x)
         if p == 0:
             y = (a != 0).sum(axis=axis, keepdims=True).astype(x.dtype)
@@ -57,7 +57,7 @@ class PNorm(Function):
                 y = xp.sqrt((t * t).sum(axis=axis, keepdims=True)) * m
             else:
                 y = (t ** p).sum(axis=axis, keepdims=True) ** (1.0 / p) * m
-        return y if self.keepdims else y.reshape(_dropped(x.shape, axis))
+        return y if self.keepdims else y.reshape(reduced_shape(x.shape, axis))
 
     def backward(self, gy):
         x = self.inputs[0]
@@ -81,15 +81,9 @@ def _squares_in_range(s):
     return bool(((s >= info.tiny / info.eps) & (s <= info.max)).all())
 
 
-def _dropped(shape, axes):
-    if axes is None:
-        return ()
-    return tuple(s for i, s in enumerate(shape) if i not in axes)
-
-
 def _finish(y, x_shape, axes, keepdims):
     """Drop the kept reduced axes of ``y`` unless ``keepdims``."""
-    return y if keepdims else reshape(y, _dropped(x_shape, axes))
+    return y if keepdims else reshape(y, reduced_shape(x_shape, axes))
 
 
 def _vector_norm(x, ord, axes, keepdims):

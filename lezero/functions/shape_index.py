@@ -10,7 +10,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_variable, constant, data_of, xp_of
+from lezero.functions._utils import check_variable, constant, data_of, scatter_add_, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape_basic import _axis, moveaxis, reshape
 
@@ -25,15 +25,6 @@ class IndexOutOfRangeError(IndexError, ValueError):
 
 
 # ----- helpers ------------------------------------------------------------------------
-
-def _scatter_add(target, index, values):
-    """``target[index] += values`` in place, where repeated indices all add up."""
-    if xp_of(target) is np:
-        np.add.at(target, index, values)
-    else:
-        import cupyx
-        cupyx.scatter_add(target, index, values)
-
 
 def _to_backend(xp, index):
     """Move the array parts of an index to ``xp`` (CuPy cannot index with NumPy arrays)."""
@@ -113,7 +104,7 @@ class GetItemGrad(Function):
         if _is_basic(self.index):
             gx[self.index] = gy
         else:
-            _scatter_add(gx, self.index, gy)
+            scatter_add_(gx, self.index, gy)
         return gx
 
     def backward(self, ggx):
@@ -222,7 +213,7 @@ class ScatterAdd(Function):
     def forward(self, x, src):
         self.src_shape = src.shape
         out = x.copy()
-        _scatter_add(out, self.full, src[tuple(slice(0, s) for s in self.index.shape)])
+        scatter_add_(out, self.full, src[tuple(slice(0, s) for s in self.index.shape)])
         return out
 
     def backward(self, gy):
