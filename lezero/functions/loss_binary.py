@@ -3,10 +3,9 @@ binary_cross_entropy_with_logits and kl_div."""
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import as_input, check_float, data_of, xp_of
+from lezero.functions._utils import check_float, xp_of
 from lezero.functions.activation import logsigmoid
-from lezero.functions.loss_common import (check_floats, check_reduction, check_same_shape,
-                                          reduce_loss)
+from lezero.functions.loss_common import check_pair, reduce_loss
 from lezero.functions.math import clip, exp, log
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
@@ -54,10 +53,8 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     ``torch.nn.functional.binary_cross_entropy``; logs are clamped at -100, so an input of
     exactly 0 or 1 gives a finite loss.  ``weight`` broadcasts to the input's shape."""
     op = "binary_cross_entropy"
-    check_reduction(op, reduction)
-    check_floats(op, input=input, target=target)
-    check_same_shape(op, "input", input, "target", target)
-    x = data_of(input)
+    input, target = check_pair(op, input, target, reduction)
+    x = input.data
     _check_broadcast_weight(op, "weight", weight, x.shape)
     if x.size and bool(((x < 0) | (x > 1)).any()):
         raise ValueError(f"{op}: input values must lie in [0, 1] (probabilities), got values "
@@ -79,13 +76,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     ``weight`` broadcasts to the input's shape.
     """
     op = "binary_cross_entropy_with_logits"
-    check_reduction(op, reduction)
-    check_floats(op, input=input, target=target)
-    check_same_shape(op, "input", input, "target", target)
-    shape = data_of(input).shape
-    _check_broadcast_weight(op, "weight", weight, shape)
-    _check_broadcast_weight(op, "pos_weight", pos_weight, shape)
-    x, t = as_input(input), as_input(target)
+    x, t = check_pair(op, input, target, reduction)
+    _check_broadcast_weight(op, "weight", weight, x.shape)
+    _check_broadcast_weight(op, "pos_weight", pos_weight, x.shape)
     # -[t log s(x) + (1 - t) log(1 - s(x))] = (1 - t) x - log s(x), as log(1 - s(x)) =
     # log s(x) - x; pos_weight scales the t log s(x) term.  logsigmoid is exact for any x.
     log_weight = 1 if pos_weight is None else (pos_weight - 1) * t + 1
@@ -117,10 +110,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     divergence per sample), 'sum', 'none'.
     """
     op = "kl_div"
-    check_reduction(op, reduction, ("none", "batchmean", "mean", "sum"))
-    check_floats(op, input=input, target=target)
-    check_same_shape(op, "input", input, "target", target)
-    x, t = as_input(input), as_input(target)
+    x, t = check_pair(op, input, target, reduction, ("none", "batchmean", "mean", "sum"))
     if log_target:
         loss = exp(t) * (t - x)
     else:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from lezero.functions._utils import check_float, data_of
+from lezero.functions._utils import as_input, check_float, data_of
 from lezero.functions.reduction import sum as _sum
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -56,6 +56,15 @@ def check_floats(op, **named):
     if len(set(dtypes.values())) > 1:
         got = ", ".join(f"{n} {d}" for n, d in dtypes.items())
         raise TypeError(f"{op}: inputs must share one floating dtype, got {got}")
+
+
+def check_pair(op, input, target, reduction, reductions=REDUCTIONS):
+    """The checks of a loss between ``input`` and a same-shaped float ``target``; returns
+    both as Variables (arrays become constants)."""
+    check_reduction(op, reduction, reductions)
+    check_floats(op, input=input, target=target)
+    check_same_shape(op, "input", input, "target", target)
+    return as_input(input), as_input(target)
 
 
 # ----- reductions ----------------------------------------------------------------------

@@ -9,8 +9,8 @@ LeZero refuses (a mismatch is nearly always a bug, such as (N,) against (N, 1)).
 import math
 
 from lezero.core import Function
-from lezero.functions._utils import as_input, check_float, constant, data_of, xp_of
-from lezero.functions.loss_common import (check_floats, check_number, check_reduction,
+from lezero.functions._utils import check_float, constant, data_of, xp_of
+from lezero.functions.loss_common import (check_floats, check_number, check_pair,
                                           check_same_shape, reduce_loss)
 from lezero.functions.math import abs, exp, log
 from lezero.functions.reduction import sum as _sum
@@ -19,14 +19,6 @@ from lezero.functions.shape import reshape
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "poisson_nll_loss",
            "gaussian_nll_loss"]
-
-
-def _check_pair(op, input, target, reduction):
-    """Validate; return input and target as Variables (arrays become constants)."""
-    check_reduction(op, reduction)
-    check_floats(op, input=input, target=target)
-    check_same_shape(op, "input", input, "target", target)
-    return as_input(input), as_input(target)
 
 
 def _check_weight(op, weight, input):
@@ -55,7 +47,7 @@ def mse_loss(input, target, reduction="mean", weight=None):
     ``sum(weight)``.
     """
     op = "mse_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     _check_weight(op, weight, input)
     d = input - target
     return _weighted(d * d, weight, reduction)
@@ -66,7 +58,7 @@ def l1_loss(input, target, reduction="mean", weight=None):
     """Mean absolute error ``|input - target|``, as ``torch.nn.functional.l1_loss``
     (gradient 0 where input == target).  ``weight`` as in ``mse_loss``."""
     op = "l1_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     _check_weight(op, weight, input)
     return _weighted(abs(input - target), weight, reduction)
 
@@ -101,7 +93,7 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     """Smooth L1 loss, as ``torch.nn.functional.smooth_l1_loss``: quadratic for
     ``|input - target| < beta``, linear beyond; ``beta=0`` is ``l1_loss``."""
     op = "smooth_l1_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     beta = check_number(op, "beta", beta, 0.0)
     return reduce_loss(SmoothL1(beta)(input - target), reduction)
 
@@ -112,7 +104,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     ``delta * (|d| - 0.5 delta)`` beyond; equals ``delta * smooth_l1_loss(beta=delta)``.
     With ``weight``, 'mean' divides by the element count (as PyTorch does)."""
     op = "huber_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     delta = check_number(op, "delta", delta, 0.0, low_open=True)
     _check_weight(op, weight, input)
     return _weighted(SmoothL1(delta)(input - target) * delta, weight, reduction,
@@ -128,7 +120,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduct
     ``target log(target) - target + 0.5 log(2 pi target)`` where ``target > 1``.
     """
     op = "poisson_nll_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     eps = check_number(op, "eps", eps, 0.0)
     if log_input:
         loss = exp(input) - target * input
@@ -174,7 +166,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     flows to ``var`` as if unclamped.
     """
     op = "gaussian_nll_loss"
-    input, target = _check_pair(op, input, target, reduction)
+    input, target = check_pair(op, input, target, reduction)
     eps = check_number(op, "eps", eps, 0.0)
     var = _gaussian_var(op, var, input)
     v = data_of(var)
