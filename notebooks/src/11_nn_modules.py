@@ -284,10 +284,12 @@ plt.show()
 # ## Running free: feeding predictions back
 # Training always gave the network the true y(t) (teacher forcing) and asked for one step
 # ahead. Here, after a warm-up on the first 200 clean values, the LSTM is fed its own
-# predictions instead. Its one-step predictions are slightly damped near the peaks (see
-# the plot above), and fed back those small errors compound: the free-running sequence
-# leaves the sine and settles at a fixed point. Training on whole generated sequences
-# (or on many periods) is what it would take to learn to generate.
+# predictions instead. Its one-step predictions are damped near the peaks (the plot above:
+# well under 1 at t = 250), an error far larger than the change of the sine from one step
+# to the next (about 0.006). Fed back, the error compounds at every step: the
+# free-running sequence leaves the sine within a few dozen steps and settles at a fixed
+# point. Learning to generate takes training on generated sequences (or on many periods),
+# not only on one-step-ahead targets.
 
 # %%
 lstm_model = sine_runs["LSTM"][0]
