@@ -7,7 +7,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, load_from_torch, rand
+from tests.nn.layer_parity import check_layer, rand
 
 
 @pytest.mark.parametrize("ours,theirs,shape", [
@@ -36,7 +36,8 @@ from tests.nn.layer_parity import check_layer, load_from_torch, rand
     (lambda: nn.Flatten(0, 2), lambda: torch.nn.Flatten(0, 2), (2, 3, 4, 5)),
     (lambda: nn.Unflatten(1, (2, 6)), lambda: torch.nn.Unflatten(1, (2, 6)), (3, 12, 2)),
 ], ids=["linear", "linear_nobias", "conv1d", "conv2d_groups", "conv2d_same", "conv3d",
-        "conv2d_reflect", "conv1d_same_circular", "conv2d_replicate", "convT1d", "convT2d", "identity", "flatten", "flatten02", "unflatten"])
+        "conv2d_reflect", "conv1d_same_circular", "conv2d_replicate", "convT1d", "convT2d",
+        "identity", "flatten", "flatten02", "unflatten"])
 def test_layer_matches_torch(ours, theirs, shape):
     check_layer(ours(), theirs(), rand(*shape))
 
