@@ -118,6 +118,7 @@ class OpModule(Module):
     _spec = ()
     _n_inputs = 1
     _not_passed = ("inplace",)
+    _passed = ()              # (operator keyword, attribute) pairs, set by op_module
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -140,16 +141,17 @@ class OpModule(Module):
         """Checks that involve several arguments (overridden where needed)."""
 
     def _options(self):
-        return {("axis" if arg == "dim" else arg): getattr(self, arg)
-                for arg, _, _ in self._spec if arg not in self._not_passed}
+        # Read at every call: an attribute changed after construction takes effect.
+        return {key: getattr(self, arg) for key, arg in self._passed}
 
     def forward(self, *inputs):
-        name = type(self).__name__
         if len(inputs) != self._n_inputs:
-            raise TypeError(f"{name}: forward takes {self._n_inputs} input(s), got "
-                            f"{len(inputs)}")
-        with named_errors(name):
+            raise TypeError(f"{type(self).__name__}: forward takes {self._n_inputs} "
+                            f"input(s), got {len(inputs)}")
+        try:                      # inline rather than named_errors: this is a hot path
             return self._fn(*inputs, **self._options())
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"{type(self).__name__}: {e}") from e
 
     def extra_repr(self):
         return ", ".join(f"{arg}={getattr(self, arg)!r}" for arg, _, kind in self._spec
@@ -186,6 +188,8 @@ def op_module(fn, *spec, n_inputs=1, base=OpModule):
         params.append(inspect.Parameter(
             arg, kind, default=inspect.Parameter.empty if default is REQUIRED else default))
     spec = tuple(item for item in spec if item != "*")
+    passed = tuple(("axis" if arg == "dim" else arg, arg) for arg, _, _ in spec
+                   if arg not in base._not_passed)
     return type(base.__name__, (base,), {"_fn": staticmethod(fn), "_spec": spec,
-                                         "_n_inputs": n_inputs,
+                                         "_passed": passed, "_n_inputs": n_inputs,
                                          "__signature__": inspect.Signature(params)})
