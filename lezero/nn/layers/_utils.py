@@ -64,12 +64,6 @@ def check_choice(layer, name, value, choices):
     return value
 
 
-def check_ndim(layer, x, ndims, what):
-    """Raise ValueError naming ``layer`` unless ``x.ndim`` is one of ``ndims``."""
-    if x.ndim not in ndims:
-        raise ValueError(f"{layer}: expected {what} input, got shape {tuple(x.shape)}")
-
-
 @contextlib.contextmanager
 def named_errors(layer):
     """Prefix the ValueError/TypeError an operator raises with the calling layer's name,
@@ -84,14 +78,12 @@ def named_errors(layer):
 
 REQUIRED = object()      # the default of a spec argument that must be given
 
+
 def _check_arg(layer, name, value, kind):
     if kind == "any":                        # checked by the operator, named by named_errors
         return
     if kind == "number":
         check_number(layer, name, value)
-    elif kind == "number?":
-        if value is not None:
-            check_number(layer, name, value)
     elif kind == "bool":
         check_bool(layer, **{name: value})
     elif kind in ("int", "int?"):
@@ -160,12 +152,13 @@ class OpModule(Module):
 
 
 def _as_buffer(layer, name, value):
-    """None, or the value as a float array (float32 unless it already is a float array)."""
+    """None, or the value as a float array: float32 (LeZero's default for converted data),
+    unless it already is a float32 or float16 array, which is kept (NumPy or CuPy)."""
     if value is None:
         return None
     value = value.data if isinstance(value, Variable) else value
-    if isinstance(value, cuda.array_types()) and value.dtype.kind == "f":
-        return value
+    if isinstance(value, cuda.array_types()):
+        return value if value.dtype in (np.float32, np.float16) else value.astype(np.float32)
     try:
         return np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError):
@@ -175,7 +168,7 @@ def _as_buffer(layer, name, value):
 
 def op_module(fn, *spec, n_inputs=1, base=OpModule):
     """A base class for a layer applying ``fn`` (see ``OpModule``).  ``spec`` lists the
-    constructor arguments as (name, default, kind); kinds: "number", "number?", "bool",
+    constructor arguments as (name, default, kind); kinds: "number", "bool",
     "int", "int?" (int or None), "buffer" (an array or None, registered as a buffer),
     "any" (left to the operator) or a tuple of allowed values.  A default of ``REQUIRED``
     makes the argument required; a "*" entry makes the arguments after it keyword-only."""
