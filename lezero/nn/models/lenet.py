@@ -14,13 +14,14 @@ class LeNet5(nn.Module):
     (the usual MNIST variant); smaller inputs such as scikit-learn's 8x8 digits pad both
     convolutions by 2 so the feature maps do not vanish.  ``activation`` is "relu" (the
     modern choice, trains faster) or "tanh" (the original); ``pool`` is "max" or "avg".
+    ``channels`` and ``hidden`` change the widths (the paper's are (6, 16) and (120, 84)).
 
     Submodules: ``features`` (conv, act, pool, conv, act, pool) and ``classifier``
     (Linear, act, Linear, act, Linear).
     """
 
     def __init__(self, num_classes=10, in_channels=1, input_size=32, activation="relu",
-                 pool="max"):
+                 pool="max", channels=(6, 16), hidden=(120, 84)):
         super().__init__()
         acts = {"relu": nn.ReLU, "tanh": nn.Tanh}
         pools = {"max": nn.MaxPool2d, "avg": nn.AvgPool2d}
@@ -36,13 +37,14 @@ class LeNet5(nn.Module):
         size = _conv_out(size, 5, pad2) // 2
         act, pool_layer = acts[activation], pools[pool]
         self.input_size = input_size
+        (c1, c2), (h1, h2) = channels, hidden
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 6, 5, padding=pad1), act(), pool_layer(2),
-            nn.Conv2d(6, 16, 5, padding=pad2), act(), pool_layer(2))
+            nn.Conv2d(in_channels, c1, 5, padding=pad1), act(), pool_layer(2),
+            nn.Conv2d(c1, c2, 5, padding=pad2), act(), pool_layer(2))
         self.classifier = nn.Sequential(
-            nn.Linear(16 * size * size, 120), act(),
-            nn.Linear(120, 84), act(),
-            nn.Linear(84, num_classes))
+            nn.Linear(c2 * size * size, h1), act(),
+            nn.Linear(h1, h2), act(),
+            nn.Linear(h2, num_classes))
 
     def forward(self, x):
         if x.ndim == 3:             # (N, H, W) grey images: add the channel axis
