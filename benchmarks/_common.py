@@ -11,16 +11,24 @@ def set_threads(n=None):
     return n
 
 
+def clock():
+    """Wall time by default; ``BENCH_CLOCK=cpu`` counts this thread's CPU time instead,
+    which stays meaningful on a loaded machine for single-threaded runs
+    (``BENCH_THREADS=1``)."""
+    return time.thread_time() if os.environ.get("BENCH_CLOCK", "wall") == "cpu" \
+        else time.perf_counter()
+
+
 def best_time(fn, repeat=7, number=1, warmup=2):
     """The best (minimum) seconds per call over ``repeat`` rounds of ``number`` calls."""
     for _ in range(warmup):
         fn()
     best = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(number):
             fn()
-        best = min(best, (time.perf_counter() - t0) / number)
+        best = min(best, (clock() - t0) / number)
     return best
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import report, set_threads  # noqa: E402
-from bench_softmax_ce import best_time  # noqa: E402  (wall clock, or CPU with BENCH_CLOCK)
+from _common import best_time  # noqa: E402  (wall clock, or CPU with BENCH_CLOCK=cpu)
 
 SHAPES = [(64, 128, 768), (8, 512, 1024), (4096, 64)]
 

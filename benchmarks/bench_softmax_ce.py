@@ -16,28 +16,12 @@ Numba's scalar ``math.exp`` (Numba here has no vectorised math library).
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common  # noqa: E402
-from _common import report, set_threads  # noqa: E402
+from _common import best_time, report, set_threads  # noqa: E402
 
-
-def best_time(fn, repeat=7, number=1, warmup=2):
-    """``_common.best_time``, or with BENCH_CLOCK=cpu the best CPU time of this thread."""
-    if os.environ.get("BENCH_CLOCK", "wall") != "cpu":
-        return _common.best_time(fn, repeat, number, warmup)
-    for _ in range(warmup):
-        fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.thread_time()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.thread_time() - t0) / number)
-    return best
 
 CASES = [  # (name, (N, C), keyword arguments)
     ("(256, 1000) class indices", (256, 1000), {}),
