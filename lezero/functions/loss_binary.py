@@ -3,7 +3,7 @@ binary_cross_entropy_with_logits and kl_div."""
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import check_float, xp_of
+from lezero.functions._utils import check_bool, check_float, xp_of
 from lezero.functions.activation import logsigmoid
 from lezero.functions.loss_common import check_pair, reduce_loss
 from lezero.functions.math import clip, exp, log
@@ -111,6 +111,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     """
     op = "kl_div"
     x, t = check_pair(op, input, target, reduction, ("none", "batchmean", "mean", "sum"))
+    log_target = check_bool(op, "log_target", log_target)
     if log_target:
         loss = exp(t) * (t - x)
     else:

@@ -16,6 +16,7 @@ positions (probabilities).
 """
 import numpy as np
 
+from lezero import cuda
 from lezero.core import Function, Variable
 from lezero.functions._utils import check_float, check_variable, constant, data_of, xp_of
 from lezero.functions._softmax import log_softmax, softmax
@@ -221,6 +222,14 @@ class NLLLossGrad(Function):
 def _check_weight(op, weight, n_classes, x):
     if weight is None:
         return None
+    if not isinstance(weight, Variable) and not isinstance(weight, cuda.array_types()):
+        # weight is the third positional argument (PyTorch's order): an int here was
+        # almost certainly meant as ignore_index.
+        example = weight if isinstance(weight, (int, np.integer)) else -100
+        raise TypeError(f"{op}: weight must be an array with one weight per class, got "
+                        f"{type(weight).__name__} {weight!r}; weight is the third positional "
+                        f"argument, as in PyTorch, so pass ignore_index by keyword: "
+                        f"{op}(input, target, ignore_index={example!r})")
     w = check_float(op, "weight", weight)
     if w.shape != (n_classes,):
         raise ValueError(f"{op}: weight must have shape ({n_classes},) (one per class), "

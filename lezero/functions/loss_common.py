@@ -19,8 +19,11 @@ REDUCTIONS = ("none", "mean", "sum")
 # ----- argument checks -----------------------------------------------------------------
 
 def check_reduction(op, reduction, allowed=REDUCTIONS):
-    """Raise ValueError unless ``reduction`` is one of ``allowed``."""
-    if not isinstance(reduction, str) or reduction not in allowed:
+    """Raise TypeError unless ``reduction`` is a str, ValueError unless one of ``allowed``."""
+    if not isinstance(reduction, str):
+        raise TypeError(f"{op}: reduction must be a str (one of "
+                        f"{', '.join(map(repr, allowed))}), got {type(reduction).__name__}")
+    if reduction not in allowed:
         raise ValueError(f"{op}: reduction must be one of {', '.join(map(repr, allowed))}, "
                          f"got {reduction!r}")
     return reduction

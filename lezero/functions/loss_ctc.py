@@ -21,7 +21,8 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_float, check_variable, constant, data_of, xp_of
+from lezero.functions._utils import (check_bool, check_float, check_variable, constant, data_of,
+                                     xp_of)
 from lezero.functions.loss_common import check_reduction
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
@@ -252,7 +253,8 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
             raise ValueError(f"{op}: {name} must be in [0, {high if high else 'S'}], got "
                              f"{arr.tolist()}")
     labels = _split_targets(op, targets, tg_len, n_classes, blank)
-    losses = CTCLoss(labels, in_len, int(blank), bool(zero_infinity))(log_probs)
+    zero_infinity = check_bool(op, "zero_infinity", zero_infinity)
+    losses = CTCLoss(labels, in_len, int(blank), zero_infinity)(log_probs)
     if reduction == "none":
         return losses
     if reduction == "sum":

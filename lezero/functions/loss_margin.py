@@ -5,7 +5,7 @@ Each follows PyTorch's formula, including how target values other than 1 and -1 
 treated; the choice of branch by the target is a constant mask, so the target gets a
 gradient only where it enters arithmetically (margin_ranking_loss), as in PyTorch.
 """
-from lezero.functions._utils import as_input, check_variable, constant, data_of
+from lezero.functions._utils import as_input, check_bool, check_variable, constant, data_of
 from lezero.functions.loss_common import (check_floats, check_number, check_reduction,
                                           check_same_shape, reduce_loss)
 from lezero.functions.math import clip
@@ -101,6 +101,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     margin = check_number(op, "margin", margin, 0.0, low_open=True)
     p = check_number(op, "p", p, 0.0, low_open=True)
     eps = check_number(op, "eps", eps, 0.0)
+    swap = check_bool(op, "swap", swap)
     a, pos, neg = as_input(anchor), as_input(positive), as_input(negative)
     d_pos = _pairwise_distance(a, pos, p, eps)
     d_neg = _pairwise_distance(a, neg, p, eps)

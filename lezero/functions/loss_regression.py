@@ -9,7 +9,7 @@ LeZero refuses (a mismatch is nearly always a bug, such as (N,) against (N, 1)).
 import math
 
 from lezero.core import Function
-from lezero.functions._utils import check_float, constant, data_of, xp_of
+from lezero.functions._utils import check_bool, check_float, constant, data_of, xp_of
 from lezero.functions.loss_common import (check_floats, check_number, check_pair,
                                           check_same_shape, reduce_loss)
 from lezero.functions.math import abs, exp, log
@@ -121,6 +121,8 @@ def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduct
     """
     op = "poisson_nll_loss"
     input, target = check_pair(op, input, target, reduction)
+    log_input = check_bool(op, "log_input", log_input)
+    full = check_bool(op, "full", full)
     eps = check_number(op, "eps", eps, 0.0)
     if log_input:
         loss = exp(input) - target * input
@@ -167,6 +169,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     """
     op = "gaussian_nll_loss"
     input, target = check_pair(op, input, target, reduction)
+    full = check_bool(op, "full", full)
     eps = check_number(op, "eps", eps, 0.0)
     var = _gaussian_var(op, var, input)
     v = data_of(var)

@@ -416,6 +416,40 @@ LOSSES_WITH_REDUCTION = [
 def test_wrong_reduction_string_is_rejected(call):
     with pytest.raises(ValueError, match="reduction must be one of .* got 'avg'"):
         call("avg")
+    with pytest.raises(TypeError, match=r"reduction must be a str \(one of .*\), got NoneType"):
+        call(None)
+
+
+@pytest.mark.parametrize("op", ["cross_entropy", "nll_loss"])
+def test_an_int_weight_asks_for_ignore_index_by_keyword(op):
+    # PyTorch's order is (input, target, weight, ignore_index ...): an int in third place
+    # is a weight, which is nearly always a mistake for ignore_index.
+    x, y = rand(3, 4, dtype=np.float32, seed=11), np.array([0, 1, 2])
+    with pytest.raises(TypeError, match=rf"^{op}: weight must be an array with one weight per "
+                                        rf"class, got int 2; .* pass ignore_index by keyword: "
+                                        rf"{op}\(input, target, ignore_index=2\)"):
+        getattr(F, op)(x, y, 2)
+    with pytest.raises(TypeError, match=rf"^{op}: weight must be an array .* got list"):
+        getattr(F, op)(x, y, [1.0, 1.0, 1.0, 1.0])
+    # By keyword it means what it says: the third sample is left out of the mean.
+    got = getattr(F, op)(x, np.array([0, 1, 7]), ignore_index=7)
+    np.testing.assert_allclose(got.data, getattr(F, op)(x[:2], y[:2]).data, rtol=1e-6)
+    assert not np.allclose(got.data, getattr(F, op)(x, y).data)
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda: F.poisson_nll_loss(np.ones(2), np.ones(2), full="yes"), "full"),
+    (lambda: F.poisson_nll_loss(np.ones(2), np.ones(2), log_input=None), "log_input"),
+    (lambda: F.gaussian_nll_loss(np.ones(2), np.ones(2), np.ones(2), full=1), "full"),
+    (lambda: F.kl_div(np.ones(2), np.ones(2), log_target="no"), "log_target"),
+    (lambda: F.triplet_margin_loss(np.ones(2), np.ones(2), np.ones(2), swap=0), "swap"),
+    (lambda: F.ctc_loss(np.zeros((2, 1, 3)), np.array([[1]]), [2], [1], zero_infinity=1),
+     "zero_infinity"),
+])
+def test_flags_must_be_bools(call, name):
+    with pytest.raises(TypeError, match=rf"_loss: {name} must be a bool, got|"
+                                        rf"kl_div: {name} must be a bool, got"):
+        call()
 
 
 def test_cross_entropy_bad_targets():
