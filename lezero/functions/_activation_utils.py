@@ -4,9 +4,9 @@ import numbers
 from lezero.functions._utils import check_float
 
 
-def check_input(op, x):
+def check_input(op, x, name="input"):
     """Raise TypeError unless ``x`` is a floating-point Variable or array; return ``x``."""
-    check_float(op, "input", x)
+    check_float(op, name, x)
     return x
 
 

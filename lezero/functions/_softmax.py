@@ -7,7 +7,7 @@ the output, so they can be differentiated again.
 from lezero.core import Function
 from lezero.core.random import get_rng
 from lezero.functions._activation_utils import check_input, check_real
-from lezero.functions._utils import data_of, normalize_axis, xp_of
+from lezero.functions._utils import check_bool, data_of, normalize_axis, xp_of
 from lezero.functions.math import exp
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
@@ -48,11 +48,11 @@ class LogSoftmax(Function):
         return gy - exp(y) * _sum(gy, axis=self.axis, keepdims=True)
 
 
-def _axis(op, x, axis):
-    x = check_input(op, x)
+def _axis(op, x, axis, name="input"):
+    x = check_input(op, x, name)
     ndim = data_of(x).ndim
     if ndim == 0:
-        raise ValueError(f"{op}: input must have at least 1 dim, got a 0-dim array")
+        raise ValueError(f"{op}: {name} must have at least 1 dim, got a 0-dim array")
     return normalize_axis(op, axis, ndim)
 
 
@@ -91,12 +91,11 @@ def gumbel_softmax(logits, tau=1.0, hard=False, axis=-1):
     value is the one-hot vector of the largest entry and the gradient is that of the soft
     sample (straight-through estimator), as in PyTorch.
     """
-    ax = _axis("gumbel_softmax", logits, axis)
+    ax = _axis("gumbel_softmax", logits, axis, "logits")
     tau = check_real("gumbel_softmax", "tau", tau)
     if not tau > 0:
         raise ValueError(f"gumbel_softmax: tau must be positive, got {tau}")
-    if not isinstance(hard, bool):
-        raise TypeError(f"gumbel_softmax: hard must be a bool, got {type(hard).__name__}")
+    hard = check_bool("gumbel_softmax", "hard", hard)
     x = data_of(logits)
     xp = xp_of(x)
     # -log(E) with E ~ Exponential(1) is Gumbel(0, 1) distributed.

@@ -42,12 +42,20 @@ def check_float(op, name, x):
     return arr
 
 
-def normalize_axis(op, axis, ndim):
-    """One axis in [0, ndim), with a clear error when out of range."""
+def check_bool(op, name, value):
+    """Raise TypeError unless ``value`` is a bool (NumPy's too); return it as a bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {name} must be a bool, got {type(value).__name__}")
+    return bool(value)
+
+
+def normalize_axis(op, axis, ndim, name="axis"):
+    """One axis in [0, ndim), with a clear error (naming the argument ``name``) when it is
+    not an int or out of range."""
     if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+        raise TypeError(f"{op}: {name} must be an int, got {type(axis).__name__}")
     if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"{op}: axis {axis} is out of range for an input with {ndim} dims")
+        raise ValueError(f"{op}: {name} {axis} is out of range for an input with {ndim} dims")
     return int(axis) % max(ndim, 1)
 
 

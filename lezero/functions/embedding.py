@@ -10,7 +10,8 @@ import numpy as np
 
 from lezero.core import Function
 from lezero.functions._activation_utils import check_real
-from lezero.functions._utils import check_float, check_variable, scatter_add_, xp_of
+from lezero.functions._utils import (check_bool, check_float, check_variable, scatter_add_,
+                                     xp_of)
 from lezero.functions.registry import register
 
 __all__ = ["embedding"]
@@ -115,11 +116,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     num = w.shape[0]
     _check_indices(indices, num)
     padding_idx = _check_padding_idx(padding_idx, num)
-    if sparse:
+    if check_bool("embedding", "sparse", sparse):
         raise ValueError("embedding: sparse=True is not supported (gradients are dense)")
-    if not isinstance(scale_grad_by_freq, bool):
-        raise TypeError(f"embedding: scale_grad_by_freq must be a bool, "
-                        f"got {type(scale_grad_by_freq).__name__}")
+    scale_grad_by_freq = check_bool("embedding", "scale_grad_by_freq", scale_grad_by_freq)
     xp = xp_of(w)
     indices = xp.asarray(indices)          # on the weight's device
     if max_norm is not None:

@@ -108,8 +108,8 @@ def _tensordot_axes(sa, sb, axes):
         pair = [tuple(ax) if isinstance(ax, (tuple, list)) else (ax,) for ax in axes]
         if len(pair[0]) != len(pair[1]):
             raise ValueError(f"tensordot: axes {axes!r} name different numbers of axes")
-        axes_a = tuple(_axis("tensordot", ax, len(sa)) for ax in pair[0])
-        axes_b = tuple(_axis("tensordot", ax, len(sb)) for ax in pair[1])
+        axes_a = tuple(_axis("tensordot", ax, len(sa), "axes") for ax in pair[0])
+        axes_b = tuple(_axis("tensordot", ax, len(sb), "axes") for ax in pair[1])
         if len(set(axes_a)) != len(axes_a) or len(set(axes_b)) != len(axes_b):
             raise ValueError(f"tensordot: repeated axis in {axes!r}")
     else:

@@ -12,7 +12,8 @@ is normalised with the biased one.
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import as_input, check_float, constant, normalize_axis, xp_of
+from lezero.functions._utils import (as_input, check_bool, check_float, constant, normalize_axis,
+                                     xp_of)
 from lezero.functions.loss_common import check_number
 from lezero.functions.math import clip
 from lezero.functions.reduction import norm
@@ -157,6 +158,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """
     op = "batch_norm"
     x = _check_input(op, input, 2, "(N, C, ...)")
+    training = check_bool(op, "training", training)
     rm, rv, momentum, eps, param_shape = _channel_args(op, x, running_mean, running_var,
                                                        weight, bias, momentum, eps)
     if not training:
@@ -183,6 +185,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """
     op = "instance_norm"
     x = _check_input(op, input, 3, "(N, C, *spatial) with at least one spatial axis")
+    use_input_stats = check_bool(op, "use_input_stats", use_input_stats)
     rm, rv, momentum, eps, param_shape = _channel_args(op, x, running_mean, running_var,
                                                        weight, bias, momentum, eps)
     if not use_input_stats:
@@ -284,8 +287,10 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     ``x / (k + alpha / size * sum of x**2 over size neighbouring channels) ** beta``."""
     op = "local_response_norm"
     _check_input(op, input, 3, "(N, C, *spatial) with at least 3 dims")
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-        raise ValueError(f"{op}: size must be a positive int, got {size!r}")
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+        raise TypeError(f"{op}: size must be an int, got {type(size).__name__}")
+    if size < 1:
+        raise ValueError(f"{op}: size must be positive, got {size}")
     alpha = check_number(op, "alpha", alpha)
     beta = check_number(op, "beta", beta)
     k = check_number(op, "k", k)

@@ -7,8 +7,8 @@ and ``keepdims``.  Their backward broadcasts the output gradient back over the r
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import (constant, keepdims_shape, normalize_axes, reduced_shape,
-                                     xp_of)
+from lezero.functions._utils import (check_bool, constant, keepdims_shape, normalize_axes,
+                                     reduced_shape, xp_of)
 from lezero.functions.math_arith import inputs, sqrt
 from lezero.functions.math_unary import exp
 from lezero.functions.registry import register
@@ -24,8 +24,7 @@ def reduce_args(op, x, axis, keepdims, kinds="biuf"):
     PyTorch, where dim=0 and dim=-1 are accepted for scalars).
     """
     (x,) = inputs(op, ("x",), (x,), kinds)
-    if not isinstance(keepdims, (bool, np.bool_)):
-        raise TypeError(f"{op}: keepdims must be a bool, got {type(keepdims).__name__}")
+    check_bool(op, "keepdims", keepdims)
     axes = normalize_axes(op, axis, x.ndim)
     if x.ndim == 0:
         axes = None

@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import keepdims_shape, normalize_axis, reduced_shape, xp_of
+from lezero.functions._utils import (check_bool, keepdims_shape, normalize_axis, reduced_shape,
+                                     xp_of)
 from lezero.functions.math_arith import inputs
 from lezero.functions.math_binary import where
 from lezero.functions.math_unary import abs, sign
@@ -130,8 +131,9 @@ def norm(x, ord=None, axis=None, keepdims=False):
       The spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not provided.
     """
     (x,) = inputs("norm", ("x",), (x,), kinds="f")
-    if not isinstance(keepdims, (bool, np.bool_)):
-        raise TypeError(f"norm: keepdims must be a bool, got {type(keepdims).__name__}")
+    check_bool("norm", "keepdims", keepdims)
+    if not (ord is None or isinstance(ord, str) or _is_number(ord)):
+        raise TypeError(f"norm: ord must be None, a number or 'fro', got {type(ord).__name__}")
     ndim = x.ndim
     if axis is None:
         if ord is None:

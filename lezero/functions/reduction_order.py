@@ -10,7 +10,7 @@ import collections
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import constant, keepdims_shape, normalize_axis, xp_of
+from lezero.functions._utils import check_bool, constant, keepdims_shape, normalize_axis, xp_of
 from lezero.functions.reduction_basic import check_nonempty, expand, reduce_args
 from lezero.functions.registry import register
 
@@ -196,9 +196,8 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise TypeError(f"topk: k must be an int, got {type(k).__name__}")
-    for name, flag in (("largest", largest), ("sorted", sorted)):
-        if not isinstance(flag, (bool, np.bool_)):
-            raise TypeError(f"topk: {name} must be a bool, got {type(flag).__name__}")
+    check_bool("topk", "largest", largest)
+    check_bool("topk", "sorted", sorted)
     x, _ = reduce_args("topk", x, None, False, kinds="iuf")
     if x.ndim == 0:
         raise ValueError("topk: x must have at least 1 dimension, got a 0-d input")

@@ -27,18 +27,19 @@ def _shape_arg(op, shape):
     return tuple(int(s) for s in shape)
 
 
-def _axis(op, axis, ndim):
-    """One axis in [0, ndim); unlike the reductions' helper, a 0-d input has no axis 0."""
-    axis = normalize_axis(op, axis, ndim)      # kind and range checks
+def _axis(op, axis, ndim, name="axis"):
+    """One axis in [0, ndim); unlike the reductions' helper, a 0-d input has no axis 0.
+    Errors name the argument ``name``."""
+    axis = normalize_axis(op, axis, ndim, name)      # kind and range checks
     if ndim == 0:
-        raise ValueError(f"{op}: axis {axis} is out of range for a 0-d input")
+        raise ValueError(f"{op}: {name} {axis} is out of range for a 0-d input")
     return axis
 
 
 def _axis_tuple(op, axis, ndim, name="axis"):
     """An int or a sequence of ints as a tuple of axes in [0, ndim); repeats are errors."""
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    out = tuple(_axis(op, a, ndim) for a in axes)
+    out = tuple(_axis(op, a, ndim, name) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {name}={axis!r}")
     return out
@@ -89,7 +90,10 @@ def transpose(x, axes=None):
     """Permute the axes (reverse them when ``axes`` is None), as ``numpy.transpose``."""
     ndim = check_variable("transpose", "x", x).ndim
     if axes is not None:
-        axes = tuple(_axis("transpose", a, ndim) for a in axes)
+        if not isinstance(axes, (tuple, list)):
+            raise TypeError(f"transpose: axes must be a tuple or list of ints, got "
+                            f"{type(axes).__name__}")
+        axes = tuple(_axis("transpose", a, ndim, "axes") for a in axes)
         if sorted(axes) != list(range(ndim)):
             raise ValueError(f"transpose: axes {axes} is not a permutation of {ndim} dims")
     return Transpose(axes)(x)
@@ -99,8 +103,8 @@ def transpose(x, axes=None):
 def swapaxes(x, axis1, axis2):
     """Exchange two axes, as ``numpy.swapaxes``."""
     ndim = check_variable("swapaxes", "x", x).ndim
-    a1 = _axis("swapaxes", axis1, ndim)
-    a2 = _axis("swapaxes", axis2, ndim)
+    a1 = _axis("swapaxes", axis1, ndim, "axis1")
+    a2 = _axis("swapaxes", axis2, ndim, "axis2")
     perm = list(range(ndim))
     perm[a1], perm[a2] = perm[a2], perm[a1]
     return Transpose(tuple(perm))(x)
@@ -159,8 +163,8 @@ def flatten(x, start_axis=0, end_axis=-1):
     shape = check_variable("flatten", "x", x).shape
     if not shape:
         return reshape(x, (1,))
-    s = _axis("flatten", start_axis, len(shape))
-    e = _axis("flatten", end_axis, len(shape))
+    s = _axis("flatten", start_axis, len(shape), "start_axis")
+    e = _axis("flatten", end_axis, len(shape), "end_axis")
     if s > e:
         raise ValueError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
                          f"for an input with {len(shape)} dims")
@@ -183,8 +187,9 @@ class BroadcastTo(Function):
 @register("shape")
 def broadcast_to(x, shape):
     """``x`` broadcast to ``shape`` (NumPy rules); its gradient sums back."""
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
     xshape = check_variable("broadcast_to", "x", x).shape
+    if shape != xshape:
+        shape = _shape_arg("broadcast_to", (shape,))
     if xshape == shape and isinstance(x, Variable):
         return x
     try:
@@ -220,8 +225,9 @@ class SumTo(Function):
 @register("shape")
 def sum_to(x, shape):
     """Sum ``x`` down to ``shape``: the gradient of ``broadcast_to``."""
-    shape = tuple(shape)
     xshape = check_variable("sum_to", "x", x).shape
+    if shape != xshape:
+        shape = _shape_arg("sum_to", (shape,))
     if xshape == shape:
         return x
     try:

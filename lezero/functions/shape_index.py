@@ -73,6 +73,20 @@ def _index_data(index):
     return data_of(index)
 
 
+def _check_index_kinds(index):
+    """TypeError for index items that are none of NumPy's index kinds."""
+    for item in index if isinstance(index, tuple) else (index,):
+        if item is None or item is Ellipsis or isinstance(item, (slice, list)):
+            continue
+        if isinstance(item, (int, np.integer, bool, np.bool_)):
+            continue
+        if isinstance(item, cuda.array_types()) and item.dtype.kind in "biu":
+            continue
+        got = getattr(item, "dtype", None) or type(item).__name__
+        raise TypeError(f"get_item: index items must be ints, slices, None, Ellipsis or "
+                        f"integer/boolean arrays, got {got}")
+
+
 def _is_basic(index):
     """True when the index has only ints, slices, None and Ellipsis (no repeats possible)."""
     items = index if isinstance(index, tuple) else (index,)
@@ -116,6 +130,7 @@ def get_item(x, index):
     """``x[index]`` with NumPy basic and advanced indexing; the gradient scatter-adds."""
     arr = check_variable("get_item", "x", x)
     index = _index_data(index)
+    _check_index_kinds(index)
     if xp_of(arr) is not np:
         index = _to_backend(xp_of(arr), index if isinstance(index, tuple) else (index,))
     try:
@@ -345,8 +360,8 @@ def diagonal(x, offset=0, axis1=0, axis2=1):
     arr = check_variable("diagonal", "x", x)
     if arr.ndim < 2:
         raise ValueError(f"diagonal: x must have at least 2 dims, got shape {arr.shape}")
-    a1 = _axis("diagonal", axis1, arr.ndim)
-    a2 = _axis("diagonal", axis2, arr.ndim)
+    a1 = _axis("diagonal", axis1, arr.ndim, "axis1")
+    a2 = _axis("diagonal", axis2, arr.ndim, "axis2")
     if a1 == a2:
         raise ValueError(f"diagonal: axis1 and axis2 are the same axis ({a1})")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):

@@ -300,6 +300,8 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     """
     arr = check_variable("pad", "x", x)
     widths = _pad_widths(pad_width, arr.ndim)
+    if not isinstance(mode, str):
+        raise TypeError(f"pad: mode must be a str, got {type(mode).__name__}")
     if mode not in _PAD_MODES:
         raise ValueError(f"pad: unknown mode {mode!r}; expected one of {sorted(_PAD_MODES)}")
     if mode == "constant" or not any(b or a for b, a in widths):

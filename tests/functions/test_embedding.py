@@ -104,6 +104,8 @@ def test_max_norm_renormalises_rows_in_place_like_torch(norm_type):
     (lambda w: F.embedding(np.array([0]), w, max_norm=-1.0), ValueError, r"max_norm"),
     (lambda w: F.embedding(np.array([0]), w, max_norm="1"), TypeError, r"max_norm.*str"),
     (lambda w: F.embedding(np.array([0]), w, sparse=True), ValueError, r"sparse"),
+    (lambda w: F.embedding(np.array([0]), w, sparse="no"), TypeError,
+     r"embedding: sparse must be a bool, got str"),
 ])
 def test_bad_inputs(call, err, match):
     w = lz.Variable(np.ones((5, 3), np.float32))

@@ -260,8 +260,14 @@ def test_bad_inputs():
         F.group_norm(x, 3)
     with pytest.raises(ValueError, match="instance_norm: expected more than 1 spatial"):
         F.instance_norm(x[:, :, :1])
-    with pytest.raises(ValueError, match="local_response_norm: size must be a positive int"):
+    with pytest.raises(ValueError, match="local_response_norm: size must be positive, got 0"):
         F.local_response_norm(x, 0)
+    with pytest.raises(TypeError, match="local_response_norm: size must be an int, got float"):
+        F.local_response_norm(x, 2.0)
+    with pytest.raises(TypeError, match="batch_norm: training must be a bool, got str"):
+        F.batch_norm(x, None, None, training="yes")
+    with pytest.raises(TypeError, match="instance_norm: use_input_stats must be a bool"):
+        F.instance_norm(x, use_input_stats=1)
     with pytest.raises(ValueError, match=r"local_response_norm: input must be"):
         F.local_response_norm(x[0], 2)
     with pytest.raises(ValueError, match="normalize: axis 3 is out of range"):

@@ -308,6 +308,7 @@ def test_empty_reduction_raises(name):
     (lambda: F.cumsum(X, axis=(0, 1)), TypeError, "cumsum: axis must be an int, got tuple"),
     (lambda: F.cumprod(np.float32(2), axis=0), ValueError, "cumprod: a 0-d input has no axis"),
     (lambda: F.argmax(X, axis=(0, 1)), TypeError, "argmax: axis must be an int or None"),
+    (lambda: F.norm(X, ord=[2]), TypeError, "norm: ord must be None, a number or 'fro', got list"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_bad_arguments(call, exc, match):
     with pytest.raises(exc, match="^" + match):

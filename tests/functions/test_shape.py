@@ -220,7 +220,7 @@ BOOL3 = np.ones(3, bool)
 BAD = [
     (lambda: F.reshape(X, (4, 2)), ValueError, "reshape: cannot reshape"),
     (lambda: F.transpose(X, (0, 0)), ValueError, "transpose: axes"),
-    (lambda: F.swapaxes(X, 0, 2), ValueError, "swapaxes: axis 2 is out of range"),
+    (lambda: F.swapaxes(X, 0, 2), ValueError, "swapaxes: axis2 2 is out of range"),
     (lambda: F.moveaxis(X, (0, 1), 0), ValueError, "moveaxis: source"),
     (lambda: F.squeeze(X, 0), ValueError, "squeeze: cannot squeeze axis 0 of length 2"),
     (lambda: F.expand_dims(X, 3), ValueError, "expand_dims: axis 3"),
@@ -278,11 +278,24 @@ BAD = [
     (lambda: F.tril(np.ones(3)), ValueError, "tril: x must have at least 2 dims"),
     (lambda: F.triu(X, 0.5), TypeError, "triu: k must be an int"),
     (lambda: F.diagonal(X, 0, 1, -1), ValueError, "diagonal: axis1 and axis2"),
-    (lambda: F.diagonal(X, 0, 0, 2), ValueError, "diagonal: axis 2"),
+    (lambda: F.diagonal(X, 0, 0, 2), ValueError, "diagonal: axis2 2 is out of range"),
     (lambda: F.one_hot(np.array([0, 3]), 3), ValueError, "one_hot: .* holds 3"),
     (lambda: F.one_hot(np.array([-1, 0])), ValueError, "one_hot: .* holds -1"),
     (lambda: F.one_hot(np.array([0.0])), TypeError, "one_hot: indices must hold integers"),
     (lambda: F.one_hot(np.array([], int)), ValueError, "one_hot: cannot infer"),
+    # kinds: a TypeError naming the operator and the argument
+    (lambda: F.get_item(X, 1.5), TypeError, "get_item: index items must be ints, .* got float"),
+    (lambda: F.get_item(X, (0, np.array([0.5]))), TypeError, "get_item: index .* got float64"),
+    (lambda: F.broadcast_to(X, (2, "3")), TypeError, "broadcast_to: shape entries must be ints"),
+    (lambda: F.sum_to(X, object()), TypeError, "sum_to: shape entries must be ints"),
+    (lambda: F.transpose(X, 1), TypeError, "transpose: axes must be a tuple or list"),
+    (lambda: F.transpose(X, (0, "1")), TypeError, "transpose: axes must be an int, got str"),
+    (lambda: F.pad(X, 1, mode=None), TypeError, "pad: mode must be a str, got NoneType"),
+    (lambda: F.flatten(X, start_axis=0.0), TypeError, "flatten: start_axis must be an int"),
+    (lambda: F.flatten(X, end_axis=2), ValueError, "flatten: end_axis 2 is out of range"),
+    (lambda: F.moveaxis(X, 0, 5), ValueError, "moveaxis: destination 5 is out of range"),
+    (lambda: F.swapaxes(X, None, 0), TypeError, "swapaxes: axis1 must be an int"),
+    (lambda: F.tensordot(X, X, ((0,), (7,))), ValueError, "tensordot: axes 7 is out of range"),
 ]
 
 
