@@ -110,6 +110,9 @@ def solve(a, b):
     A = _check_square("solve", "a", a)
     B = check_float("solve", "b", b)
     n = A.shape[-1]
+    if B.ndim == 0:
+        raise ValueError(f"solve: b must be (n,) or (..., n, k), got a 0-d array (a of shape "
+                         f"{A.shape})")
     if B.ndim == 1:
         if B.shape[0] != n:
             raise ValueError(f"solve: b of shape {B.shape} does not match a of shape {A.shape}")

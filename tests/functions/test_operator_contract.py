@@ -483,6 +483,40 @@ def test_wrong_kind_for_any_other_argument_raises_type_error_naming_it(name):
     assert not problems, f"{name}:\n  " + "\n  ".join(problems)
 
 
+# Shapes: an array of the wrong shape may be fine (elementwise operators broadcast), but if
+# it is refused, that must be a ValueError naming the operator.
+SHAPE_ERRORS_NOT_NAMING_THE_OPERATOR = {
+    "multi_head_attention_forward": "wrong-shaped projection weights and biases are "
+                                    "reported by linear and get_item",
+    "pack_sequence": "a 0-d sequence raises IndexError; mismatched ones are reported by "
+                     "pad_sequence",
+    "pad_packed_sequence": "data of the wrong shape fails inside NumPy's indexing",
+}
+
+
+@pytest.mark.parametrize("name", _ops_with_known_gaps(SHAPE_ERRORS_NOT_NAMING_THE_OPERATOR,
+                                                      "shape error from elsewhere"))
+def test_a_refused_shape_is_a_value_error_naming_the_operator(name):
+    case = Case(name)
+    arrays = case.arrays()
+    problems = []
+    for j, slot in enumerate(case.slots):
+        for shape in [(), (7,), (2, 5, 1, 3, 2)]:
+            values = list(arrays)
+            values[j] = (np.zeros(shape, slot.values.dtype) if isinstance(slot, I)
+                         else np.full(shape, 0.75, np.float32))
+            what = f"{case.slot_params[j][0]} of shape {shape}"
+            try:
+                with np.errstate(all="ignore"):
+                    case.run(values)
+            except ValueError as e:
+                if not _names(name, str(e)):
+                    problems.append(f"{what}: ValueError without the operator's name: {e}")
+            except Exception as e:      # noqa: BLE001 - reported below
+                problems.append(f"{what}: {type(e).__name__} instead of ValueError: {e}")
+    assert not problems, f"{name}:\n  " + "\n  ".join(problems)
+
+
 # ----- (c) axes --------------------------------------------------------------------------
 
 AXIS_PARAMS = ("axis", "axis1", "axis2", "source", "destination", "start_axis", "end_axis")
