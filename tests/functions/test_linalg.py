@@ -177,7 +177,7 @@ BAD = [
     (lambda: F.det(lz.Variable(SINGULAR)).backward(), ValueError, "det: the gradient needs"),
     (lambda: F.solve(SINGULAR, np.ones(2)), ValueError, "solve: the matrix a is singular"),
     (lambda: F.solve(SQ, np.ones(2)), ValueError, r"solve: b of shape \(2,\)"),
-    (lambda: F.solve(SQ, np.float64(1.0)), ValueError, r"solve: b must be \(n,\) or .* 0-d"),
+    (lambda: F.solve(SQ, np.array(1.0)), ValueError, r"solve: b must be \(n,\) or .* 0-d"),
     (lambda: F.solve(SQ, np.ones((3, 2, 2))), ValueError, r"solve: b of shape \(3, 2, 2\)"),
     (lambda: F.solve(np.ones((2, 3, 3)), np.ones((3, 3, 1))), ValueError, "solve: b of shape"),
     (lambda: F.cholesky(-np.eye(2)), ValueError, "cholesky: the matrix is not positive "
