@@ -6,6 +6,14 @@ what makes the batches identical whatever the worker count.
 import itertools
 
 from lezero.data._random import AUGMENT, stream, using_rng
+from lezero.data.collate import collate_into
+
+
+def _collate(collate_fn, samples, alloc):
+    if alloc is None:
+        return collate_fn(samples)
+    with collate_into(alloc):      # only the collate step: datasets' own arrays stay theirs
+        return collate_fn(samples)
 
 
 class MapFetcher:
@@ -17,14 +25,15 @@ class MapFetcher:
         self.collate_fn = collate_fn
         self.batched = auto_collation and hasattr(dataset, "__getitems__")
 
-    def fetch(self, indices):
+    def fetch(self, indices, alloc=None):
+        """The batch at ``indices``; ``alloc`` (in workers) is where collate stacks it."""
         if not self.auto_collation:
             return self.collate_fn(self.dataset[indices])
         if self.batched:
             samples = self.dataset.__getitems__(indices)
         else:
             samples = [self.dataset[i] for i in indices]
-        return self.collate_fn(samples)
+        return _collate(self.collate_fn, samples, alloc)
 
 
 class IterableFetcher:
@@ -41,13 +50,13 @@ class IterableFetcher:
         self.batch_size = batch_size
         self.drop_last = drop_last
 
-    def fetch(self):
+    def fetch(self, alloc=None):
         if not self.auto_collation:
             return self.collate_fn(next(self.iterator))
         items = list(itertools.islice(self.iterator, self.batch_size))
         if not items or (self.drop_last and len(items) < self.batch_size):
             raise StopIteration
-        return self.collate_fn(items)
+        return _collate(self.collate_fn, items, alloc)
 
 
 def batch_stream(seed, epoch, *position):

@@ -69,17 +69,47 @@ def _rebuild(node, arrays):
     return node[1]
 
 
+def _align(offset):
+    return -(-offset // _ALIGN) * _ALIGN
+
+
 def _layout(arrays):
     """Offsets of each array in a segment, and the total size."""
     offsets, end = [], 0
     for a in arrays:
-        end = -(-end // _ALIGN) * _ALIGN
-        offsets.append(end)
-        end += a.nbytes
+        offsets.append(_align(end))
+        end = offsets[-1] + a.nbytes
     return offsets, end
 
 
 # ----- worker side -----------------------------------------------------------------------
+
+class Arena:
+    """A bump allocator over a slot's segment, for ``collate_into``: ``default_collate``
+    stacks a batch straight into shared memory, and ``SlotWriter.write`` then finds those
+    arrays already in place.  When the segment is missing or full it hands out ordinary
+    arrays, which ``write`` copies (into a larger segment, used from then on)."""
+
+    def __init__(self, segment):
+        self.segment = segment
+        self.top = 0
+        self.owned = {}           # id(array) -> (array, offset); holding it keeps ids unique
+
+    def alloc(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        offset = _align(self.top)
+        if self.segment is None or dtype.hasobject or offset + nbytes > self.segment.size:
+            return np.empty(shape, dtype)
+        a = np.ndarray(shape, dtype, buffer=self.segment.buf, offset=offset)
+        self.top = offset + nbytes
+        self.owned[id(a)] = (a, offset)
+        return a
+
+    def offset_of(self, a):
+        hit = self.owned.get(id(a))
+        return hit[1] if hit is not None and hit[0] is a else None
+
 
 class SlotWriter:
     """Worker side: owns this worker's segments and writes batches into them."""
@@ -89,35 +119,55 @@ class SlotWriter:
         self.segments = [None] * num_slots
         self.generations = [-1] * num_slots
 
-    def write(self, slot, batch):
-        """Copy the arrays of ``batch`` into ``slot``; returns the description to send."""
+    def arena(self, slot):
+        """An allocator over ``slot`` for building the next batch in place."""
+        return Arena(self.segments[slot])
+
+    def write(self, slot, batch, arena=None):
+        """Put the arrays of ``batch`` into ``slot`` (those built in ``arena`` are there
+        already); returns the description to send to the main process."""
         arrays = []
         tree = _flatten(batch, arrays)
-        offsets, total = _layout(arrays)
+        offsets, end = [], arena.top if arena is not None else 0
+        for a in arrays:      # arrays from the arena stay; the others go after them
+            off = arena.offset_of(a) if arena is not None else None
+            if off is None:
+                off = _align(end)
+                end = off + a.nbytes
+            offsets.append(off)
         name = None
         if arrays:
-            seg = self._segment(slot, total)
+            seg = self.segments[slot]
+            if seg is None or end > seg.size:
+                # Does not fit: lay everything out afresh in a larger segment.  The old one
+                # is unlinked only after the copy, as arena arrays still live in it.
+                offsets, total = _layout(arrays)
+                old, seg = seg, self._new_segment(slot, total)
+                self._copy(seg, arrays, offsets, None)
+                if old is not None:
+                    _close(old, unlink=True)    # the main process maps it until it sees
+            else:                               # the new name
+                self._copy(seg, arrays, offsets, arena)
             name = seg.name
-            for a, off in zip(arrays, offsets):
-                dst = np.ndarray(a.shape, a.dtype, buffer=seg.buf, offset=off)
-                np.copyto(dst, a, casting="no")
         meta = [(a.dtype.str, a.shape, off) for a, off in zip(arrays, offsets)]
         return (name, meta, tree)
 
-    def _segment(self, slot, nbytes):
-        seg = self.segments[slot]
-        if seg is not None and seg.size >= nbytes:
-            return seg
+    @staticmethod
+    def _copy(seg, arrays, offsets, arena):
+        for a, off in zip(arrays, offsets):
+            if arena is not None and arena.offset_of(a) is not None:
+                continue
+            dst = np.ndarray(a.shape, a.dtype, buffer=seg.buf, offset=off)
+            np.copyto(dst, a, casting="no")
+
+    def _new_segment(self, slot, nbytes):
         # Grow with headroom so that slightly larger batches do not reallocate each time.
         size = max(4096, int(nbytes * 1.25))
         _check_free_space(size)
         self.generations[slot] += 1
         name = segment_name(self.prefix, self.worker, slot, self.generations[slot])
-        new = shared_memory.SharedMemory(name=name, create=True, size=size)
-        if seg is not None:    # the main process still maps it until it sees the new name
-            _close(seg, unlink=True)
-        self.segments[slot] = new
-        return new
+        self.segments[slot] = shared_memory.SharedMemory(name=name, create=True, size=size)
+        return self.segments[slot]
 
     def close(self):
         """Unlink every segment (the worker is exiting; the main process copied them)."""

@@ -130,6 +130,7 @@ class _Worker:
         """Build batch ``idx`` into ``slot``; returns the reply for the main process."""
         cfg = self.cfg
         status, payload = "ok", None
+        arena = self.writer.arena(slot)       # collate stacks into the slot directly
         try:
             if self.init_error is not None:
                 status, payload = "err", self.init_error
@@ -140,10 +141,12 @@ class _Worker:
                         self.fetcher = IterableFetcher(cfg["dataset"], cfg["auto_collation"],
                                                        cfg["collate_fn"], cfg["batch_size"],
                                                        cfg["drop_last"])
-                    payload = self.writer.write(slot, self.fetcher.fetch())
+                    batch = self.fetcher.fetch(arena.alloc)
             else:
                 with batch_stream(self.seed, epoch, idx):
-                    payload = self.writer.write(slot, self.fetcher.fetch(indices))
+                    batch = self.fetcher.fetch(indices, arena.alloc)
+            if status == "ok":
+                payload = self.writer.write(slot, batch, arena)
         except StopIteration as e:
             if self.iterable:
                 status = "end"

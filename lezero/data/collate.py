@@ -6,12 +6,15 @@ dicts are collated field by field.  One deliberate difference: Python floats bec
 float32 (LeZero's default float), not float64.
 """
 import collections.abc
+import threading
 
 import numpy as np
 
 from lezero.core import Variable
 
 __all__ = ["default_collate", "default_convert", "variable_collate"]
+
+_local = threading.local()      # the allocator of collate_into, per thread
 
 
 def default_collate(batch):
@@ -92,7 +95,7 @@ def _data_of(v):
 
 
 def _stack(arrays):
-    shape = arrays[0].shape
+    shape, dtype, same_dtype = arrays[0].shape, arrays[0].dtype, True
     for i, a in enumerate(arrays):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"default_collate: sample {i} is a {type(a).__name__} but sample 0 "
@@ -101,7 +104,34 @@ def _stack(arrays):
             raise ValueError(f"default_collate: samples have different shapes, {shape} at "
                              f"position 0 and {a.shape} at position {i}; pad them "
                              f"(lezero.data.PadCollate) or pass a collate_fn")
-    return np.stack(arrays)
+        same_dtype = same_dtype and a.dtype == dtype
+    alloc = getattr(_local, "alloc", None)
+    if alloc is None:
+        return np.stack(arrays)
+    if not same_dtype:
+        dtype = np.result_type(*arrays)
+    return np.stack(arrays, out=alloc((len(arrays),) + shape, dtype))
+
+
+class collate_into:
+    """Context manager: inside it, ``default_collate`` stacks arrays into memory from
+    ``alloc(shape, dtype) -> array`` instead of new arrays.
+
+    A DataLoader worker passes an allocator over its shared-memory slot, so a batch is
+    stacked straight into the memory it is handed over in (one copy fewer).  Arrays made
+    this way belong to the slot: code in a worker must not keep them after the batch.
+    """
+
+    def __init__(self, alloc):
+        self.alloc = alloc
+
+    def __enter__(self):
+        self._saved = getattr(_local, "alloc", None)
+        _local.alloc = self.alloc
+
+    def __exit__(self, *exc):
+        _local.alloc = self._saved
+        return False
 
 
 def _transpose(batch):

@@ -172,3 +172,46 @@ def test_shared_memory_description_is_small_and_round_trips():
     reader.close()
     import os
     assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
+
+
+def test_collate_stacks_straight_into_the_slot():
+    from lezero.data.collate import collate_into
+    prefix = new_prefix()
+    writer, reader = SlotWriter(prefix, 0, 1), SlotReader(prefix)
+    rng = np.random.default_rng(0)
+
+    def build(n, extra=None):
+        samples = [(rng.random((4, 5)), np.int64(k)) for k in range(n)]
+        arena = writer.arena(0)
+        with collate_into(arena.alloc):
+            batch = default_collate(samples)
+        if extra is not None:
+            batch = batch + [extra(batch)]
+        return samples, batch, arena
+
+    try:
+        samples, batch, arena = build(8)          # no segment yet: ordinary arrays, copied
+        assert arena.top == 0
+        np.testing.assert_array_equal(reader.read(0, 0, writer.write(0, batch, arena))[0],
+                                      np.stack([s[0] for s in samples]))
+        samples, batch, arena = build(8, extra=lambda b: b[0][:, ::2, 1])   # fits: in place
+        seg = writer.segments[0]
+        assert arena.top > 0 and np.shares_memory(batch[0], np.ndarray(seg.size, np.uint8,
+                                                                       buffer=seg.buf))
+        desc = writer.write(0, batch, arena)
+        out = reader.read(0, 0, desc)
+        np.testing.assert_array_equal(out[0], np.stack([s[0] for s in samples]))
+        np.testing.assert_array_equal(out[1], np.arange(8))
+        np.testing.assert_array_equal(out[2], out[0][:, ::2, 1])     # a view, copied after
+        assert desc[1][0][2] == 0 and desc[1][2][2] >= arena.top
+        name = desc[0]
+        samples, batch, arena = build(200)          # too big: relaid out in a new segment
+        desc = writer.write(0, batch, arena)
+        assert desc[0] != name
+        np.testing.assert_array_equal(reader.read(0, 0, desc)[0],
+                                      np.stack([s[0] for s in samples]))
+    finally:
+        writer.close()
+        reader.close()
+    import os
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(prefix)]
