@@ -212,13 +212,14 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
                  dtype="float32", op="forward", backend="numpy", measure=True, repeat=3,
-                 file=sys.stdout):
+                 show=True, file=None):
     """Print and return how each convolution algorithm fares on one problem.
 
     For every algorithm: its predicted time (cost model), measured time (best of
     ``repeat``), workspace bytes, maximum error against a float64 reference (relative to
     the largest reference value), or why it cannot run; then which one ``algo="auto"``
-    would choose and why.  ``op`` is "forward", "grad_input" or "grad_weight".  Returns an
+    would choose and why.  ``op`` is "forward", "grad_input" or "grad_weight".  The table
+    goes to ``file`` (default: standard output) unless ``show=False``.  Returns an
     ``Explanation`` (``.rows``, ``.chosen``, ``.reason``; ``str()`` gives the table).
     """
     from lezero.functions.conv_algos import autotune
@@ -239,6 +240,6 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
     geom = conv_geometry("conv_explain", x_shape, w_shape, nd, stride, padding, dilation, groups)
     prob = ConvProblem(geom, x_shape[0], x_shape[1], w_shape[0], np.dtype(dtype).name, backend)
     result = autotune.explain(prob, op, measure_time=measure, repeat=repeat)
-    if file is not None:
-        print(result, file=file)
+    if show:
+        print(result, file=file if file is not None else sys.stdout)
     return result

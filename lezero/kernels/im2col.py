@@ -20,6 +20,8 @@ import itertools
 
 import numpy as np
 
+from lezero.kernels.conv_launch import launch
+
 
 
 # ----- NumPy references ------------------------------------------------------------------
@@ -104,15 +106,16 @@ def _valid_range(n_out, stride, offset, size):
 if njit is not None:
     _valid_range_nb = njit(cache=True, inline="always")(_valid_range)
 
-    @njit(cache=True, parallel=True)
-    def im2col_nb(x, col, geo):
-        """Numba im2col: parallel over (n, c); zero runs are written without loads."""
+    @njit(cache=True, nogil=True)
+    def im2col_planes(x, col, geo, first, stop):
+        """im2col for the (n, c) planes ``first <= c * N + n < stop``; zero runs are written
+        without loads and the in-range part of each row is one strided copy."""
         N, C, D, H, W = x.shape
         kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
         K = kd * kh * kw
-        for nc in prange(N * C):
-            n = nc // C
-            c = nc - n * C
+        for nc in range(first, stop):
+            c = nc // N              # channel-major: consecutive planes write adjacent columns
+            n = nc - c * N
             for a in range(kd):
                 for b in range(kh):
                     for e in range(kw):
@@ -137,14 +140,20 @@ if njit is not None:
                                     col[row, n, base + ow] = 0
 
     @njit(cache=True, parallel=True)
-    def col2im_nb(col, x, geo):
-        """Numba col2im: each (n, c) plane of ``x`` is owned by one thread (no races)."""
+    def im2col_nb(x, col, geo):
+        """im2col over all planes in parallel (planes write disjoint parts of ``col``)."""
+        for p in prange(x.shape[0] * x.shape[1]):
+            im2col_planes(x, col, geo, p, p + 1)
+
+    @njit(cache=True, nogil=True)
+    def col2im_planes(col, x, geo, first, stop):
+        """col2im for the planes ``first <= c * N + n < stop`` of ``x``."""
         N, C, D, H, W = x.shape
         kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
         K = kd * kh * kw
-        for nc in prange(N * C):
-            n = nc // C
-            c = nc - n * C
+        for nc in range(first, stop):
+            c = nc // N              # channel-major: consecutive planes write adjacent columns
+            n = nc - c * N
             for a in range(kd):
                 for b in range(kh):
                     for e in range(kw):
@@ -163,25 +172,30 @@ if njit is not None:
                                 for ow in range(w0, w1):
                                     x[n, c, iz, iy, ow * sw + ix0] += col[row, n, base + ow]
 
+    @njit(cache=True, parallel=True)
+    def col2im_nb(col, x, geo):
+        """col2im over all planes in parallel: each plane of ``x`` has one writer."""
+        for p in prange(x.shape[0] * x.shape[1]):
+            col2im_planes(col, x, geo, p, p + 1)
 
-def kernels():
-    """The ``(im2col, col2im)`` Numba kernels, or None when Numba is missing."""
-    return None if njit is None else (im2col_nb, col2im_nb)
+
+def _numba_ok(a, use_numba):
+    return njit is not None and use_numba and isinstance(a, np.ndarray)
 
 
 def im2col(x, col, geo, use_numba=True):
     """Fill ``col`` from ``x`` (5-D); the Numba kernel when allowed, else the reference."""
-    ks = kernels() if use_numba and isinstance(x, np.ndarray) else None
-    if ks is None:
+    if not _numba_ok(x, use_numba):
         return im2col_ref(x, col, geo)
-    ks[0](x, col, tuple(int(g) for g in geo))
+    launch(im2col_nb, im2col_planes, col.size, x.shape[0] * x.shape[1],
+           x, col, tuple(int(g) for g in geo))
     return col
 
 
 def col2im(col, x, geo, use_numba=True):
     """Add ``col`` into the zeroed 5-D ``x``; the Numba kernel when allowed."""
-    ks = kernels() if use_numba and isinstance(x, np.ndarray) else None
-    if ks is None:
+    if not _numba_ok(x, use_numba):
         return col2im_ref(col, x, geo)
-    ks[1](col, x, tuple(int(g) for g in geo))
+    launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1],
+           col, x, tuple(int(g) for g in geo))
     return x

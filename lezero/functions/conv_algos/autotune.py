@@ -26,6 +26,7 @@ import numpy as np
 from lezero import cuda
 from lezero.core.config import get_config
 from lezero.functions.conv_algos import select
+from lezero.functions.conv_algos.parallel import run_product
 
 ENV_FILE = "LEZERO_CONV_CACHE"
 ENV_DIR = "LEZERO_CACHE_DIR"
@@ -135,12 +136,12 @@ def measure(algo, prob, op, inputs=None, repeat=3):
     """Best-of-``repeat`` seconds of one product (after one untimed warm-up run, which also
     triggers any Numba compilation)."""
     a, b = inputs if inputs is not None else make_inputs(prob, op)
-    algo.run(op, a, b, prob, {})
+    run_product(algo, op, a, b, prob, {})
     _sync(prob)
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        algo.run(op, a, b, prob, {})
+        run_product(algo, op, a, b, prob, {})
         _sync(prob)
         best = min(best, time.perf_counter() - t0)
     return best
@@ -209,7 +210,7 @@ def explain(prob, op="forward", measure_time=True, repeat=3):
         row = {"algo": name, "unsupported": why, "predicted_ms": None, "measured_ms": None,
                "workspace_bytes": None, "max_abs_error": None, "rel_error": None}
         if why is None:
-            out = cuda.as_numpy(algo.run(op, *inputs, prob, {})).astype(np.float64)
+            out = cuda.as_numpy(run_product(algo, op, *inputs, prob, {})).astype(np.float64)
             err = float(np.abs(out - reference).max())
             row.update(predicted_ms=algo.predict(prob, op) * 1e3,
                        workspace_bytes=algo.workspace_bytes(prob, op),

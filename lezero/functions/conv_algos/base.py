@@ -14,6 +14,7 @@ backward, so an algorithm can keep a transform it would otherwise recompute (Win
 the transformed input and filter).  Entries are keyed by the array they were computed
 from and are used only when that very array comes back (checked with ``is``).
 """
+import math
 import threading
 
 import numpy as np
@@ -85,7 +86,7 @@ def scratch(name, shape, dtype, xp=np):
     if xp is not np:                      # CuPy has its own caching allocator
         return xp.empty(shape, dtype=dtype)
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     bufs = getattr(_pool, "bufs", None)
     if bufs is None:
         bufs = _pool.bufs = {}
@@ -159,20 +160,24 @@ def strided(geom, offsets=None):
 MACHINE = {
     "gemm_gflops": 110.0,      # large sgemm
     "gemm_half_dim": 48.0,     # smallest GEMM dim at which sgemm reaches half its speed
+    "gemm_matrix_s": 1e-6,     # overhead per matrix of a stacked (batched) matmul
     "stream_gbps": 4.0,        # a Numba kernel or NumPy copy that streams memory
     "call_s": 15e-6,           # fixed cost of one NumPy call
+    "plane_s": 0.5e-6,         # fixed cost per (n, c) plane in a Numba kernel
     "fft_gflops": 6.0,         # pocketfft throughput (5 N log2 N flops per transform)
 }
 
 
 def gemm_seconds(m, n, k, batch=1, complex_=False):
-    """Predicted time of ``batch`` GEMMs of (m x k) @ (k x n)."""
+    """Predicted time of one stacked matmul of ``batch`` (m x k) @ (k x n) products."""
     flops = 2.0 * m * n * k * batch * (4 if complex_ else 1)
     small = min(m, n, k)
     rate = MACHINE["gemm_gflops"] * 1e9 * small / (small + MACHINE["gemm_half_dim"])
-    return flops / rate + batch * MACHINE["call_s"]
+    return flops / rate + MACHINE["call_s"] + batch * MACHINE["gemm_matrix_s"]
 
 
-def stream_seconds(nbytes, calls=1):
-    """Predicted time to stream ``nbytes`` through memory in ``calls`` calls."""
-    return nbytes / (MACHINE["stream_gbps"] * 1e9) + calls * MACHINE["call_s"]
+def stream_seconds(nbytes, calls=1, planes=0):
+    """Predicted time to stream ``nbytes`` through memory in ``calls`` calls that loop
+    over ``planes`` planes."""
+    return (nbytes / (MACHINE["stream_gbps"] * 1e9) + calls * MACHINE["call_s"]
+            + planes * MACHINE["plane_s"])

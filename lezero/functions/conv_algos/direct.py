@@ -7,6 +7,7 @@
   multiply-adds moves K times less memory than im2col.
 """
 import itertools
+import math
 
 import numpy as np
 
@@ -136,12 +137,12 @@ class Direct(Algorithm):
         if self._pointwise(prob):
             g = prob.geom
             return prob.batch * prob.in_channels * g.out_volume * prob.itemsize
-        return int(np.prod(prob.y_shape)) * prob.itemsize
+        return math.prod(prob.y_shape) * prob.itemsize
 
     def predict(self, prob, op):
         g, G = prob.geom, prob.geom.groups
-        xb = int(np.prod(prob.x_shape)) * prob.itemsize
-        yb = int(np.prod(prob.y_shape)) * prob.itemsize
+        xb = math.prod(prob.x_shape) * prob.itemsize
+        yb = math.prod(prob.y_shape) * prob.itemsize
         if self._pointwise(prob):
             ci, co, L = prob.in_channels // G, prob.out_channels // G, g.out_volume
             dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}

@@ -50,7 +50,7 @@ class FFT(Algorithm):
         xp = xp_of(a)
         spec = xp.fft.rfftn(a, s=fs, axes=axes).astype(_complex(a.dtype), copy=False)
         n0, n1 = spec.shape[:2]
-        nf = int(np.prod(spec.shape[2:]))
+        nf = math.prod(spec.shape[2:])
         if fold_groups == 1:        # (batch, channels): (F, G, batch, channels / G)
             return spec.reshape(n0, G, n1 // G, nf).transpose(3, 1, 0, 2), spec.shape[2:]
         # (channels, channels/G): weights, (F, G, out/G, in/G)
@@ -124,7 +124,7 @@ class FFT(Algorithm):
     # -- cost model --
     def _spectrum_sizes(self, prob):
         _, fs, _ = self._plan(prob)
-        full = int(np.prod(fs))
+        full = math.prod(fs)
         half = full // fs[-1] * (fs[-1] // 2 + 1)
         return full, half
 

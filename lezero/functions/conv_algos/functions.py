@@ -11,19 +11,27 @@ each product runs with the fastest algorithm for its shape.  ``ConvGradInput`` i
 transposed convolution.  ``Unfold`` and ``Fold`` (im2col and col2im) are each other's
 adjoints.
 """
+import numpy as np
+
 from lezero.core import Function
 from lezero.functions.conv_algos import select
+from lezero.functions.conv_algos.parallel import drop_backward_entries, run_product
 from lezero.functions.conv_algos.geometry import ConvProblem
 from lezero.functions.conv_algos.im2col import col2im, im2col
 from lezero.functions.conv_algos.base import xp_of
 from lezero.functions.reduction import sum as _sum
 
 
+_DTYPE_NAMES = {}      # dtype.name is surprisingly slow; it is asked on every call
+
+
 def problem(geom, batch, in_channels, out_channels, array):
     """The ConvProblem for arrays like ``array`` (its dtype and backend)."""
-    backend = "numpy" if xp_of(array).__name__ == "numpy" else "cupy"
-    return ConvProblem(geom, int(batch), int(in_channels), int(out_channels),
-                       array.dtype.name, backend)
+    backend = "numpy" if isinstance(array, np.ndarray) else "cupy"
+    name = _DTYPE_NAMES.get(array.dtype)
+    if name is None:
+        name = _DTYPE_NAMES[array.dtype] = array.dtype.name
+    return ConvProblem(geom, int(batch), int(in_channels), int(out_channels), name, backend)
 
 
 def _add_bias(y, b):
@@ -52,7 +60,7 @@ class Conv(Function):
         self.chosen = select.choose(prob, "forward", self.algo)
         # keep transforms of x only if the weight will want its gradient
         self.cache["keep_input"] = bool(self.needs_input_grad) and self.needs_input_grad[1]
-        return _add_bias(self.chosen.forward(x, w, prob, self.cache), b)
+        return _add_bias(run_product(self.chosen, "forward", x, w, prob, self.cache), b)
 
     def backward(self, gy):
         x, w = self.inputs[:2]
@@ -61,8 +69,7 @@ class Conv(Function):
             gx = ConvGradInput(self.geom, self.algo, self.cache)(gy, w)
         if self.needs_input_grad[1]:
             gw = ConvGradWeight(self.geom, self.algo, self.cache)(x, gy)
-        for key in [k for k in self.cache if k.startswith("bwd:")]:
-            del self.cache[key]           # per-backward transforms of gy
+        drop_backward_entries(self.cache)      # transforms of gy: this backward only
         if len(self.inputs) == 3:
             return gx, gw, _bias_grad(self, gy, 2)
         return gx, gw
@@ -79,7 +86,7 @@ class ConvGradInput(Function):
     def forward(self, gy, w, b=None):
         prob = problem(self.geom, gy.shape[0], w.shape[1] * self.geom.groups, w.shape[0], gy)
         self.chosen = select.choose(prob, "grad_input", self.algo)
-        return _add_bias(self.chosen.grad_input(gy, w, prob, self.cache), b)
+        return _add_bias(run_product(self.chosen, "grad_input", gy, w, prob, self.cache), b)
 
     def backward(self, ggx):
         gy, w = self.inputs[:2]
@@ -104,7 +111,7 @@ class ConvGradWeight(Function):
     def forward(self, x, gy):
         prob = problem(self.geom, x.shape[0], x.shape[1], gy.shape[1], x)
         self.chosen = select.choose(prob, "grad_weight", self.algo)
-        return self.chosen.grad_weight(x, gy, prob, self.cache)
+        return run_product(self.chosen, "grad_weight", x, gy, prob, self.cache)
 
     def backward(self, ggw):
         x, gy = self.inputs

@@ -10,6 +10,7 @@ convolution, ``unfold`` and ``fold`` reuse it: a transposed convolution *is* the
 the convolution whose output is its input, so it is described by that convolution's geometry.
 """
 import dataclasses
+import math
 
 import numpy as np
 
@@ -32,11 +33,11 @@ class ConvGeometry:
 
     @property
     def kernel_volume(self):
-        return int(np.prod(self.kernel))
+        return math.prod(self.kernel)
 
     @property
     def out_volume(self):
-        return int(np.prod(self.out_size))
+        return math.prod(self.out_size)
 
     def as_3d(self):
         """The 15 ints the 3-D im2col kernels take: kernel, stride, pad_lo, dilation and

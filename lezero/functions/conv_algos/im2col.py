@@ -11,6 +11,8 @@ columns), so each product is a single GEMM per group over the whole batch:
 ``lezero.kernels.im2col`` gather and scatter without a padded copy; the NumPy reference
 (and CuPy) loop over kernel positions with slicing.
 """
+import math
+
 import numpy as np
 
 from lezero import kernels
@@ -48,7 +50,7 @@ def col2im(col, geom, x_shape, dtype):
 def channels_first(gy, name="gy_t"):
     """``gy (N, C, *spatial)`` transposed to ``(C, N, L)`` in a scratch buffer."""
     N, C = gy.shape[:2]
-    out = scratch(name, (C, N, int(np.prod(gy.shape[2:]))), gy.dtype, xp_of(gy))
+    out = scratch(name, (C, N, math.prod(gy.shape[2:])), gy.dtype, xp_of(gy))
     out[...] = gy.reshape(N, C, -1).transpose(1, 0, 2)
     return out
 
@@ -102,7 +104,7 @@ class Im2col(Algorithm):
         kdim = (prob.in_channels // G) * g.kernel_volume
         col = prob.in_channels * g.kernel_volume * NL * prob.itemsize
         ybytes = prob.out_channels * NL * prob.itemsize
-        xbytes = int(np.prod(prob.x_shape)) * prob.itemsize
+        xbytes = math.prod(prob.x_shape) * prob.itemsize
         if op == "forward":
             return (stream_seconds(col + xbytes) + gemm_seconds(prob.out_channels // G, NL, kdim, G)
                     + stream_seconds(2 * ybytes))

@@ -38,9 +38,20 @@ def check_algo(op, algo, prob):
                          f"{prob.geom.describe()} with {prob.in_channels} input channels")
 
 
+_model_choice = {}
+
+
 def by_model(prob, op, names=None):
-    """The candidate with the lowest predicted time."""
-    return min(candidates(prob, names), key=lambda a: a.predict(prob, op))
+    """The candidate with the lowest predicted time (remembered per problem: a training
+    loop asks the same question every step)."""
+    key = (prob, op, names)
+    algo = _model_choice.get(key)
+    if algo is None:
+        algo = min(candidates(prob, names), key=lambda a: a.predict(prob, op))
+        if len(_model_choice) > 4096:
+            _model_choice.clear()
+        _model_choice[key] = algo
+    return algo
 
 
 def choose(prob, op, algo="auto"):

@@ -36,6 +36,27 @@ def matrices(m, dtype, xp):
     return _MATS[key]
 
 
+def filter_transform(w, G):
+    """``U[i, j] = G w G^T`` for every (out, in) filter, as (alpha^2, Cout, Cin).  Two flat
+    GEMMs over all filters: a stack of 3x3 matmuls would pay per-matrix overhead."""
+    xp = xp_of(w)
+    o, c, r, _ = w.shape
+    a = G.shape[0]
+    t = (w.reshape(-1, r) @ G.T).reshape(o, c, r, a)             # [o, c, k, j]
+    t = t.transpose(0, 1, 3, 2).reshape(-1, r) @ G.T              # [o, c, j, i]
+    return xp.ascontiguousarray(t.reshape(o, c, a, a).transpose(3, 2, 0, 1).reshape(a * a, o, c))
+
+
+def filter_transform_adjoint(m, G):
+    """``G^T M G`` for every (out, in) pair of ``m`` (alpha^2, Cout, Cin) -> (Cout, Cin, r, r)."""
+    xp = xp_of(m)
+    a, r = G.shape
+    _, o, c = m.shape
+    t = m.reshape(a, a, o, c).transpose(2, 3, 0, 1).reshape(-1, a) @ G    # [o, c, i, l]
+    t = t.reshape(o, c, a, r).transpose(0, 1, 3, 2).reshape(-1, a) @ G    # [o, c, l, k]
+    return xp.ascontiguousarray(t.reshape(o, c, r, r).transpose(0, 1, 3, 2))
+
+
 class Winograd(Algorithm):
     """Winograd F(m x m, 3 x 3)."""
 
@@ -61,9 +82,7 @@ class Winograd(Algorithm):
         u = cached(cache, f"{self.name}:U", w)
         if u is None:
             xp = xp_of(w)
-            _, G, _ = matrices(self.m, w.dtype, xp)
-            u = xp.einsum("ik,ockl,jl->ijoc", G, w, G)
-            u = xp.ascontiguousarray(u.reshape(self.alpha ** 2, w.shape[0], w.shape[1]))
+            u = filter_transform(w, matrices(self.m, w.dtype, xp)[1])
             store(cache, f"{self.name}:U", w, u)
         return u
 
@@ -127,9 +146,7 @@ class Winograd(Algorithm):
         v = self._input(x, prob, cache, keep=False)
         gt = self._grad_out(gy, prob, cache)
         mw = xp.matmul(gt, v.transpose(0, 2, 1))           # (alpha^2, Cout, Cin)
-        _, G, _ = matrices(self.m, x.dtype, xp)
-        mw = mw.reshape(self.alpha, self.alpha, mw.shape[1], mw.shape[2])
-        return xp.ascontiguousarray(xp.einsum("ik,ijoc,jl->ockl", G, mw, G))
+        return filter_transform_adjoint(mw, matrices(self.m, x.dtype, xp)[1])
 
     # -- cost model --
     def _sizes(self, prob):
@@ -145,8 +162,8 @@ class Winograd(Algorithm):
     def predict(self, prob, op):
         t, vb, mb = self._sizes(prob)
         ci, co, a2 = prob.in_channels, prob.out_channels, self.alpha ** 2
-        xb = int(np.prod(prob.x_shape)) * prob.itemsize
-        yb = int(np.prod(prob.y_shape)) * prob.itemsize
+        xb = math.prod(prob.x_shape) * prob.itemsize
+        yb = math.prod(prob.y_shape) * prob.itemsize
         # the transforms do ~alpha/2 multiply-adds per element moved: cost them as traffic
         work = self.alpha / 4.0
         if op == "forward":
