@@ -1,6 +1,6 @@
 """DataLoader throughput: LeZero vs torch.utils.data.DataLoader, 0 / 1 / 2 workers.
 
-    python benchmarks/bench_dataloader.py [--repeat 5] [--quick]
+    python benchmarks/bench_dataloader.py [--repeat 10] [--quick]
 
 Two datasets, each read by both loaders in the same run, as the same Python object:
 
@@ -165,7 +165,7 @@ def verdict(name, rates):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--quick", action="store_true", help="smaller datasets (a smoke run)")
     args = p.parse_args(argv)
     import torch
