@@ -212,13 +212,15 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
                  dtype="float32", op="forward", backend="numpy", measure=True, repeat=3,
-                 show=True, file=None):
+                 after=None, show=True, file=None):
     """Print and return how each convolution algorithm fares on one problem.
 
     For every algorithm: its predicted time (cost model), measured time (best of
     ``repeat``), workspace bytes, maximum error against a float64 reference (relative to
     the largest reference value), or why it cannot run; then which one ``algo="auto"``
-    would choose and why.  ``op`` is "forward", "grad_input" or "grad_weight".  The table
+    would choose and why.  ``op`` is "forward", "grad_input" or "grad_weight"; for a
+    gradient, ``after`` names the algorithm of the forward pass, which is then timed with
+    what that forward cached (as in training: Winograd reuses its transforms).  The table
     goes to ``file`` (default: standard output) unless ``show=False``.  Returns an
     ``Explanation`` (``.rows``, ``.chosen``, ``.reason``; ``str()`` gives the table).
     """
@@ -239,7 +241,10 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
                          f"expects {w_shape[1] * groups}")
     geom = conv_geometry("conv_explain", x_shape, w_shape, nd, stride, padding, dilation, groups)
     prob = ConvProblem(geom, x_shape[0], x_shape[1], w_shape[0], np.dtype(dtype).name, backend)
-    result = autotune.explain(prob, op, measure_time=measure, repeat=repeat)
+    if after is not None and after not in select.ALGORITHMS:
+        raise ValueError(f"conv_explain: after must name an algorithm "
+                         f"({', '.join(select.ALGORITHMS)}), got {after!r}")
+    result = autotune.explain(prob, op, measure_time=measure, repeat=repeat, after=after)
     if show:
         print(result, file=file if file is not None else sys.stdout)
     return result

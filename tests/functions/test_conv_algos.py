@@ -134,9 +134,9 @@ def test_autotune_measures_once_per_bucket_and_persists(tune_file, monkeypatch):
     calls = []
     real = autotune.measure
 
-    def counting(algo, prob, op, inputs=None, repeat=3):
+    def counting(algo, prob, op, inputs=None, repeat=3, cache=None):
         calls.append((algo.name, prob.batch, op))
-        return real(algo, prob, op, inputs, repeat=1)
+        return real(algo, prob, op, inputs, repeat=1, cache=cache)
 
     monkeypatch.setattr(autotune, "measure", counting)
     w = lz.Variable(rand(4, 3, 3, 3, dtype=np.float32))

@@ -116,15 +116,35 @@ def _xp(prob):
 
 def make_inputs(prob, op, seed=0, dtype=None):
     """Random operands of one product: (x, w), (gy, w) or (x, gy)."""
+    ops = make_operands(prob, seed, dtype)
+    return operands(ops, op)
+
+
+def make_operands(prob, seed=0, dtype=None):
+    """Random ``x``, ``w`` and ``gy`` of the problem's shapes, as a dict."""
     xp = _xp(prob)
     rng = np.random.default_rng(seed)
     dtype = dtype or prob.dtype
 
     def r(shape):
         return xp.asarray(rng.standard_normal(shape).astype(dtype))
-    shapes = {"forward": (prob.x_shape, prob.w_shape), "grad_input": (prob.y_shape, prob.w_shape),
-              "grad_weight": (prob.x_shape, prob.y_shape)}[op]
-    return r(shapes[0]), r(shapes[1])
+    return {"x": r(prob.x_shape), "w": r(prob.w_shape), "gy": r(prob.y_shape)}
+
+
+def operands(ops, op):
+    """The two operands ``op`` takes from the dict of ``make_operands``."""
+    names = {"forward": ("x", "w"), "grad_input": ("gy", "w"), "grad_weight": ("x", "gy")}[op]
+    return ops[names[0]], ops[names[1]]
+
+
+def warm_cache(algo, prob, op, ops):
+    """The cache ``algo``'s own forward pass (and grad_input, before grad_weight) leaves
+    for ``op``: what a backward after a forward with the same algorithm finds."""
+    cache = {"keep_input": True}
+    run_product(algo, "forward", ops["x"], ops["w"], prob, cache)
+    if op == "grad_weight":
+        run_product(algo, "grad_input", ops["gy"], ops["w"], prob, cache)
+    return cache
 
 
 def _sync(prob):
@@ -132,30 +152,37 @@ def _sync(prob):
         _xp(prob).cuda.Device().synchronize()
 
 
-def measure(algo, prob, op, inputs=None, repeat=3):
+def measure(algo, prob, op, inputs=None, repeat=3, cache=None):
     """Best-of-``repeat`` seconds of one product (after one untimed warm-up run, which also
-    triggers any Numba compilation)."""
+    triggers any Numba compilation).  ``cache``: a warm cache (see ``warm_cache``)."""
     a, b = inputs if inputs is not None else make_inputs(prob, op)
-    run_product(algo, op, a, b, prob, {})
+    cache = {} if cache is None else cache
+    run_product(algo, op, a, b, prob, cache)
     _sync(prob)
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        run_product(algo, op, a, b, prob, {})
+        run_product(algo, op, a, b, prob, cache)
         _sync(prob)
         best = min(best, time.perf_counter() - t0)
     return best
 
 
-def tuned(prob, op, names=None):
-    """The fastest algorithm's name for ``prob``'s bucket, measuring it the first time."""
-    key = bucket_key(prob, op, names)
+def tuned(prob, op, names=None, prefer=None):
+    """The fastest algorithm's name for ``prob``'s bucket, measuring it the first time.
+    ``prefer`` (the forward pass's algorithm) is timed with the cache its forward left."""
+    prefer = prefer if op != "forward" else None
+    key = bucket_key(prob, op, names) + (f" after {prefer}" if prefer else "")
     with _lock:
         entry = _entries().get(key)
         if entry is not None and entry.get("algo") in select.ALGORITHMS:
             return entry["algo"]
-        inputs = make_inputs(prob, op)
-        times = {a.name: measure(a, prob, op, inputs) for a in select.candidates(prob, names)}
+        ops = make_operands(prob)
+        inputs = operands(ops, op)
+        times = {}
+        for a in select.candidates(prob, names):
+            cache = warm_cache(a, prob, op, ops) if a.name == prefer else None
+            times[a.name] = measure(a, prob, op, inputs, cache=cache)
         best = min(times, key=times.get)
         _save({key: {"algo": best, "ms": {n: round(t * 1e3, 4) for n, t in times.items()},
                      "x_shape": list(prob.x_shape), "w_shape": list(prob.w_shape),
@@ -196,9 +223,11 @@ class Explanation:
     __repr__ = __str__
 
 
-def explain(prob, op="forward", measure_time=True, repeat=3):
+def explain(prob, op="forward", measure_time=True, repeat=3, after=None):
     """Predict, measure and check every algorithm on ``prob``; see ``F.conv_explain``."""
-    inputs = make_inputs(prob, op)
+    after = after if op != "forward" else None
+    ops = make_operands(prob)
+    inputs = operands(ops, op)
     ref_inputs = [cuda.as_numpy(a).astype(np.float64) for a in inputs]
     ref_prob = type(prob)(prob.geom, prob.batch, prob.in_channels, prob.out_channels,
                           "float64", "numpy")
@@ -210,21 +239,25 @@ def explain(prob, op="forward", measure_time=True, repeat=3):
         row = {"algo": name, "unsupported": why, "predicted_ms": None, "measured_ms": None,
                "workspace_bytes": None, "max_abs_error": None, "rel_error": None}
         if why is None:
-            out = cuda.as_numpy(run_product(algo, op, *inputs, prob, {})).astype(np.float64)
+            reuse = name == after
+            cache = warm_cache(algo, prob, op, ops) if reuse else {}
+            out = cuda.as_numpy(run_product(algo, op, *inputs, prob, cache)).astype(np.float64)
             err = float(np.abs(out - reference).max())
-            row.update(predicted_ms=algo.predict(prob, op) * 1e3,
+            row.update(predicted_ms=select.predicted_seconds(algo, prob, op, reuse) * 1e3,
                        workspace_bytes=algo.workspace_bytes(prob, op),
                        max_abs_error=err, rel_error=err / scale)
             if measure_time:
-                row["measured_ms"] = measure(algo, prob, op, inputs, repeat) * 1e3
+                row["measured_ms"] = measure(algo, prob, op, inputs, repeat, cache) * 1e3
         rows.append(row)
     ok = [r for r in rows if r["unsupported"] is None]
     if get_config().conv_autotune and measure_time:
         chosen = min(ok, key=lambda r: r["measured_ms"])["algo"]
         reason = "fastest measured; Config.conv_autotune is on"
     else:
-        chosen = select.by_model(prob, op).name
+        chosen = select.by_model(prob, op, prefer=after).name
         reason = "lowest predicted time; the cost model decides while Config.conv_autotune is off"
+    if after:
+        reason += f"; {after} is timed reusing what its forward pass cached"
     if len(ok) == 1:
         reason = "the only algorithm that handles this geometry"
     return Explanation(prob, op, rows, chosen, reason)

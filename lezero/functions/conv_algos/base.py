@@ -51,8 +51,9 @@ class Algorithm:
         """Temporary memory the op needs besides its inputs and output."""
         return 0
 
-    def predict(self, prob, op):
-        """Predicted seconds for the op on this machine (the cost model)."""
+    def predict(self, prob, op, reuse=False):
+        """Predicted seconds for the op on one thread (the cost model).  ``reuse``: the
+        same algorithm ran the forward pass, so what it cached there is free."""
         raise NotImplementedError
 
 
@@ -154,17 +155,18 @@ def strided(geom, offsets=None):
 
 
 # ----- cost model -------------------------------------------------------------------------------
-# Constants measured on the 2-core development machine (OpenBLAS sgemm ~125 GFLOP/s at
-# 1024^3; numba transforms and NumPy copies ~3-5 GB/s).  Only the ranking they produce
-# matters: autotuning replaces them by measurements when it is switched on.
+# Single-thread constants measured on the 2-core development machine (OpenBLAS sgemm
+# ~60 GFLOP/s on one core; Numba kernels and NumPy copies stream ~4 GB/s).  Products that
+# are split over the batch (``parallel``) divide by the number of parts.  Only the ranking
+# matters for ``algo="auto"``; autotuning replaces the model by measurements.
 MACHINE = {
-    "gemm_gflops": 110.0,      # large sgemm
+    "gemm_gflops": 75.0,       # large sgemm, one thread
     "gemm_half_dim": 48.0,     # smallest GEMM dim at which sgemm reaches half its speed
     "gemm_matrix_s": 1e-6,     # overhead per matrix of a stacked (batched) matmul
     "stream_gbps": 4.0,        # a Numba kernel or NumPy copy that streams memory
     "call_s": 15e-6,           # fixed cost of one NumPy call
     "plane_s": 0.5e-6,         # fixed cost per (n, c) plane in a Numba kernel
-    "fft_gflops": 6.0,         # pocketfft throughput (5 N log2 N flops per transform)
+    "fft_gflops": 3.0,         # pocketfft throughput (2.5 N log2 N flops per real transform)
 }
 
 

@@ -134,7 +134,7 @@ class FFT(Algorithm):
         planes = n * ci + n * co + co * ci // prob.geom.groups
         return 2 * planes * half * 2 * prob.itemsize      # spectra and their transposes
 
-    def predict(self, prob, op):
+    def predict(self, prob, op, reuse=False):
         full, half = self._spectrum_sizes(prob)
         n, ci, co, G = prob.batch, prob.in_channels, prob.out_channels, prob.geom.groups
         per_plane = 2.5 * full * max(1.0, math.log2(full))

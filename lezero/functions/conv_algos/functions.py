@@ -65,10 +65,11 @@ class Conv(Function):
     def backward(self, gy):
         x, w = self.inputs[:2]
         gx = gw = None
+        fwd = self.chosen.name        # its cached transforms make it cheaper to keep
         if self.needs_input_grad[0]:
-            gx = ConvGradInput(self.geom, self.algo, self.cache)(gy, w)
+            gx = ConvGradInput(self.geom, self.algo, self.cache, fwd)(gy, w)
         if self.needs_input_grad[1]:
-            gw = ConvGradWeight(self.geom, self.algo, self.cache)(x, gy)
+            gw = ConvGradWeight(self.geom, self.algo, self.cache, fwd)(x, gy)
         drop_backward_entries(self.cache)      # transforms of gy: this backward only
         if len(self.inputs) == 3:
             return gx, gw, _bias_grad(self, gy, 2)
@@ -78,14 +79,15 @@ class Conv(Function):
 class ConvGradInput(Function):
     """``gx = conv_transpose(gy, w) + b``: the adjoint of ``Conv`` in its input."""
 
-    def __init__(self, geom, algo="auto", cache=None):
+    def __init__(self, geom, algo="auto", cache=None, prefer=None):
         self.geom = geom
         self.algo = algo
         self.cache = {} if cache is None else cache
+        self.prefer = prefer
 
     def forward(self, gy, w, b=None):
         prob = problem(self.geom, gy.shape[0], w.shape[1] * self.geom.groups, w.shape[0], gy)
-        self.chosen = select.choose(prob, "grad_input", self.algo)
+        self.chosen = select.choose(prob, "grad_input", self.algo, self.prefer)
         return _add_bias(run_product(self.chosen, "grad_input", gy, w, prob, self.cache), b)
 
     def backward(self, ggx):
@@ -103,14 +105,15 @@ class ConvGradInput(Function):
 class ConvGradWeight(Function):
     """``gw``: the adjoint of ``Conv`` in its weight, from ``x`` and ``gy``."""
 
-    def __init__(self, geom, algo="auto", cache=None):
+    def __init__(self, geom, algo="auto", cache=None, prefer=None):
         self.geom = geom
         self.algo = algo
         self.cache = {} if cache is None else cache
+        self.prefer = prefer
 
     def forward(self, x, gy):
         prob = problem(self.geom, x.shape[0], x.shape[1], gy.shape[1], x)
-        self.chosen = select.choose(prob, "grad_weight", self.algo)
+        self.chosen = select.choose(prob, "grad_weight", self.algo, self.prefer)
         return run_product(self.chosen, "grad_weight", x, gy, prob, self.cache)
 
     def backward(self, ggw):

@@ -98,7 +98,7 @@ class Im2col(Algorithm):
         out = prob.out_channels * prob.batch * g.out_volume
         return (col + out) * prob.itemsize
 
-    def predict(self, prob, op):
+    def predict(self, prob, op, reuse=False):
         g, G = prob.geom, prob.geom.groups
         NL = prob.batch * g.out_volume
         kdim = (prob.in_channels // G) * g.kernel_volume

@@ -41,25 +41,35 @@ def check_algo(op, algo, prob):
 _model_choice = {}
 
 
-def by_model(prob, op, names=None):
-    """The candidate with the lowest predicted time (remembered per problem: a training
-    loop asks the same question every step)."""
-    key = (prob, op, names)
+def by_model(prob, op, names=None, prefer=None):
+    """The candidate with the lowest predicted time.  ``prefer`` names the algorithm that
+    ran the forward pass: its backward products reuse what it cached (Winograd keeps the
+    transformed input), and the prediction counts that.  Remembered per problem, since a
+    training loop asks the same question every step."""
+    key = (prob, op, names, prefer)
     algo = _model_choice.get(key)
     if algo is None:
-        algo = min(candidates(prob, names), key=lambda a: a.predict(prob, op))
+        algo = min(candidates(prob, names),
+                   key=lambda a: a.predict(prob, op, reuse=a.name == prefer))
         if len(_model_choice) > 4096:
             _model_choice.clear()
         _model_choice[key] = algo
     return algo
 
 
-def choose(prob, op, algo="auto"):
-    """The algorithm object to run ``op`` ("forward", "grad_input", "grad_weight")."""
+def predicted_seconds(algo, prob, op, reuse=False):
+    """The model's time for the configured threads (batch-split products divide)."""
+    from lezero.functions.conv_algos.parallel import parts_for
+    return algo.predict(prob, op, reuse) / parts_for(prob)
+
+
+def choose(prob, op, algo="auto", prefer=None):
+    """The algorithm object to run ``op`` ("forward", "grad_input", "grad_weight");
+    ``prefer``: the forward pass's algorithm, when choosing for its backward."""
     if algo in ALGORITHMS:
         return ALGORITHMS[algo]
     names = GROUPS.get(algo)
     if get_config().conv_autotune:
         from lezero.functions.conv_algos import autotune
-        return ALGORITHMS[autotune.tuned(prob, op, names)]
-    return by_model(prob, op, names)
+        return ALGORITHMS[autotune.tuned(prob, op, names, prefer)]
+    return by_model(prob, op, names, prefer)
