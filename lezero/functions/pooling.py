@@ -178,7 +178,7 @@ def _lp_pool(op, dims, x, norm_type, kernel_size, stride, ceil_mode):
         raise TypeError(f"{op}: norm_type must be a number, got {norm_type!r}")
     if norm_type == 0:
         raise ValueError(f"{op}: norm_type must be non-zero, got {norm_type}")
-    check_float(op, "input", x)
+    check_float(op, "x", x)
     x = as_input(x)     # a Variable, so the Python-number exponent keeps x's dtype
     kernel = int_tuple(op, "kernel_size", kernel_size, dims, 1)
     avg = _avg_pool(op, dims, pow(x, float(norm_type)), kernel, stride, 0, ceil_mode, True,

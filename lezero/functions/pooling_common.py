@@ -61,7 +61,7 @@ class Geom:
 def as_4d(op, x, dims):
     """Check the input of a ``dims``-D pooling; return its data as (N, C, H, W) plus a
     function that restores the caller's layout (unbatched, and 1-D)."""
-    arr = check_float(op, "input", x)
+    arr = check_float(op, "x", x)
     if arr.ndim not in (dims + 1, dims + 2) or 0 in arr.shape[-dims - 1:]:
         raise ValueError(f"{op}: expected a {dims + 1}-D (unbatched) or {dims + 2}-D input with "
                          f"non-empty channel and spatial dims, got shape {arr.shape}")

@@ -91,16 +91,22 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     (adaptive average pooling; 3-D and 4-D).
     """
     op = "interpolate"
-    arr = check_float(op, "input", x)
+    arr = check_float(op, "x", x)
     if arr.ndim not in (3, 4, 5):
         raise ValueError(f"{op}: expected a 3-D, 4-D or 5-D (N, C, ...) input, got shape "
                          f"{arr.shape}")
+    if not isinstance(mode, str):
+        raise TypeError(f"{op}: mode must be a str, one of {_MODES}, got "
+                        f"{type(mode).__name__}")
     if mode not in _MODES:
         raise ValueError(f"{op}: mode must be one of {_MODES}, got {mode!r}")
     linear = mode in _LINEAR.values()
     if linear and mode != _LINEAR[arr.ndim]:
         raise ValueError(f"{op}: mode {mode!r} needs a {list(_LINEAR.values()).index(mode) + 3}"
                          f"-D input, got shape {arr.shape}")
+    if align_corners is not None and not isinstance(align_corners, (bool, np.bool_)):
+        raise TypeError(f"{op}: align_corners must be None or a bool, got "
+                        f"{type(align_corners).__name__}")
     if align_corners is not None and not linear:
         raise ValueError(f"{op}: align_corners can only be set with the linear modes, got "
                          f"mode {mode!r}")
@@ -148,7 +154,7 @@ def _factor(op, name, r):
 def pixel_shuffle(x, upscale_factor):
     """(*, C * r * r, H, W) -> (*, C, H * r, W * r): move channel blocks into space."""
     op = "pixel_shuffle"
-    arr = check_float(op, "input", x)
+    arr = check_float(op, "x", x)
     r = _factor(op, "upscale_factor", upscale_factor)
     if arr.ndim < 3 or arr.shape[-3] % (r * r):
         raise ValueError(f"{op}: expected (*, C * {r * r}, H, W) input (channels divisible by "
@@ -163,7 +169,7 @@ def pixel_shuffle(x, upscale_factor):
 def pixel_unshuffle(x, downscale_factor):
     """(*, C, H * r, W * r) -> (*, C * r * r, H, W): the inverse of ``pixel_shuffle``."""
     op = "pixel_unshuffle"
-    arr = check_float(op, "input", x)
+    arr = check_float(op, "x", x)
     r = _factor(op, "downscale_factor", downscale_factor)
     if arr.ndim < 3 or arr.shape[-1] % r or arr.shape[-2] % r:
         raise ValueError(f"{op}: expected (*, C, H, W) input with H and W divisible by {r}, "

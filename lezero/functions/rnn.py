@@ -26,9 +26,9 @@ __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"] + _fused._
 
 def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
     """Check a cell's arguments; return (x as (N, I), states as (N, H), hidden, batched)."""
-    xa = check_float(op, "input", x)
+    xa = check_float(op, "x", x)
     if xa.ndim not in (1, 2):
-        raise ValueError(f"{op}: input must be (N, input_size) or (input_size,), got shape "
+        raise ValueError(f"{op}: x must be (N, input_size) or (input_size,), got shape "
                          f"{xa.shape}")
     wi, wh = check_float(op, "w_ih", w_ih), check_float(op, "w_hh", w_hh)
     if wh.ndim != 2 or wh.shape[0] != gates * wh.shape[1]:

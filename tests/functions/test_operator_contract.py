@@ -392,15 +392,10 @@ _SAYS_INPUT = "the error says 'input' for the parameter x"
 KIND_ERRORS_NOT_NAMING_THE_ARGUMENT = dict(
     {n: _SAYS_INPUT for n in (
         "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-        "conv_transpose3d", "fold", "unfold", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
-        "adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d",
-        "max_pool1d", "max_pool2d", "lp_pool1d", "lp_pool2d", "max_unpool1d", "max_unpool2d",
-        "interpolate", "pixel_shuffle", "pixel_unshuffle", "lstm_cell", "gru_cell",
-        "rnn_tanh_cell", "rnn_relu_cell")},
+        "conv_transpose3d", "fold", "unfold")},
     multi_head_attention_forward=KIND_ERRORS_NOT_NAMING_THE_OPERATOR[
         "multi_head_attention_forward"])
 ODD_ARGUMENTS_NOT_REJECTED = {
-    "interpolate": "mode=<object> raises ValueError; align_corners=<object> is accepted",
     "multi_head_attention_forward": "embed_dim_to_check, num_heads, bias_k, bias_v, "
                                     "add_zero_attn and dropout_p of the wrong kind raise "
                                     "ValueError, a bare comparison TypeError, or pass",

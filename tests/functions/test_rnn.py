@@ -247,7 +247,7 @@ def test_bad_inputs_name_the_operator_and_argument():
         F.gru_cell(x[0], None, params[0], params[1][:3 * H])
     with pytest.raises(ValueError, match="lstm_cell: cx must have shape"):
         F.lstm_cell(x[0], None, np.zeros((3, H)), *params)
-    with pytest.raises(TypeError, match="rnn_tanh_cell: input must be floating"):
+    with pytest.raises(TypeError, match="rnn_tanh_cell: x must be floating"):
         F.rnn_tanh_cell(np.zeros((2, I), np.int64), None, params[0][:H], params[1][:H])
     with pytest.raises(ValueError, match="pack_padded_sequence: lengths .* not sorted"):
         F.pack_padded_sequence(x, [1, 2])
