@@ -12,7 +12,7 @@ import heapq
 
 from lezero import cuda
 from lezero.core.config import _current, get_config
-from lezero.core.variable import Variable, as_array
+from lezero.core.variable import Variable, _HookHandle, as_array
 
 
 def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False):
@@ -64,7 +64,12 @@ def _seed(outputs, grad_outputs):
                              "from constants only, or under no_grad)")
         g = None if grad_outputs is None else grad_outputs[i]
         if g is None:
-            g = Variable(cuda.get_array_module(y.data).ones_like(y.data), requires_grad=False)
+            d = y.data
+            ones = cuda.get_array_module(d).empty(d.shape, d.dtype)
+            ones.fill(1)                  # empty + fill: several times faster than ones()
+            g = Variable(ones, requires_grad=False)
+            if len(outputs) == 1:
+                return {y: g}
         elif not isinstance(g, Variable):
             g = Variable(as_array(g, y.data), requires_grad=False)
         if g.data.shape != y.data.shape:
@@ -130,12 +135,15 @@ def _finish_leaf(x, g, create_graph, wanted, found, claimed):
         # .grad must own writable memory: optimizers and clipping update it in place,
         # and a gradient may be a broadcast view, the caller's seed, or shared by leaves.
         d = g.data
-        root = _root(d)                   # views share memory with their root array
-        if id(root) in claimed or not getattr(d.flags, "writeable", True):
-            d = d.copy()
-            g = Variable(d, requires_grad=False)
-            root = d
-        claimed.add(id(root))
+        if d.base is None and id(d) not in claimed:       # a fresh array: take it as is
+            claimed.add(id(d))
+        else:
+            root = _root(d)               # views share memory with their root array
+            if id(root) in claimed or not getattr(d.flags, "writeable", True):
+                d = d.copy()
+                g = Variable(d, requires_grad=False)
+                root = d
+            claimed.add(id(root))
         x.grad = g
     else:
         x.grad.data += g.data
@@ -201,7 +209,9 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
         # Caller-given gradients must be copied before they become some leaf's .grad.
         claimed = set() if grad_outputs is None else {id(_root(g.data)) for g in grads.values()}
         leaves = {y: None for y in outputs if y.creator is None}
-        uses = _count_leaf_uses(outputs)
+        # Counting leaf uses lets hooks run the moment a leaf's gradient is complete.
+        # With no hook registered anywhere, finishing every leaf at the end is the same.
+        uses = _count_leaf_uses(outputs) if _HookHandle.live else None
         found = {}
         heap, counter, queued = [], 0, set()
         push, pop = heapq.heappush, heapq.heappop
@@ -226,15 +236,22 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
                 if gx.data.shape != x.data.shape:
                     raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
                                      f"shape {gx.shape} for an input of shape {x.shape}")
-                prev = grads.get(x)
-                grads[x] = gx if prev is None else _add(prev, gx)
                 creator = x.creator
                 if creator is None:
-                    leaves[x] = None
-                    uses[x] -= 1
-                    if uses[x] == 0:
-                        _finish_leaf(x, grads.pop(x), create_graph, wanted, found, claimed)
-                elif creator not in queued:
+                    left = uses[x] - 1 if uses is not None else -1
+                    if uses is not None:
+                        uses[x] = left
+                    prev = grads.pop(x, None)
+                    total = gx if prev is None else _add(prev, gx)
+                    if left == 0:         # the leaf's last use: its gradient is complete
+                        _finish_leaf(x, total, create_graph, wanted, found, claimed)
+                    else:
+                        grads[x] = total
+                        leaves[x] = None
+                    continue
+                prev = grads.get(x)
+                grads[x] = gx if prev is None else _add(prev, gx)
+                if creator not in queued:
                     queued.add(creator)
                     push(heap, (-creator.generation, counter, creator))
                     counter += 1

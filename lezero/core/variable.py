@@ -222,16 +222,21 @@ def as_variable(x):
 class _HookHandle:
     """Returned by ``register_hook``: ``remove()`` unregisters the hook."""
 
+    live = 0    # hooks registered in this process; the engine skips its leaf count at 0
+
     def __init__(self, hooks, fn):
         if not callable(fn):
             raise TypeError(f"register_hook: expected a callable, got {type(fn).__name__}")
         self._hooks = hooks
         self._fn = fn
         hooks.append(fn)
+        _HookHandle.live += 1
 
     def remove(self):
         if self._fn in self._hooks:
             self._hooks.remove(self._fn)
+            _HookHandle.live -= 1
+
 
 
 # Imported last: the engine needs Variable defined first.

@@ -81,8 +81,13 @@ def _grads(f, gx0, gx1):
     input is a constant."""
     x0, x1 = f.inputs
     n0, n1 = f.needs_input_grad
-    return (sum_to(gx0, x0.shape) if n0 and gx0 is not None else None,
-            sum_to(gx1, x1.shape) if n1 and gx1 is not None else None)
+    if n0 and gx0 is not None:
+        s0 = x0.data.shape
+        gx0 = gx0 if gx0.data.shape == s0 else sum_to(gx0, s0)   # skip the call when equal
+    if n1 and gx1 is not None:
+        s1 = x1.data.shape
+        gx1 = gx1 if gx1.data.shape == s1 else sum_to(gx1, s1)
+    return (gx0 if n0 else None), (gx1 if n1 else None)
 
 
 class Add(Function):
