@@ -27,7 +27,8 @@ import numpy as np
 
 from lezero.core import Function, Variable, get_config
 from lezero.core.random import get_rng
-from lezero.functions._utils import check_float, check_variable, constant, data_of, xp_of
+from lezero.functions._utils import (check_bool, check_float, check_variable, constant, data_of,
+                                     xp_of)
 from lezero.functions.linalg import linear, matmul
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
@@ -65,6 +66,8 @@ class MaskedSoftmax(Function):
 
 def _dropout_scale(xp, rng, shape, p, dtype):
     """Inverted-dropout multipliers: 0 with probability p, else 1 / (1 - p)."""
+    if p >= 1:
+        return xp.zeros(shape, dtype=dtype)
     return ((rng.random(shape) >= p) / (1.0 - p)).astype(dtype)
 
 
@@ -327,6 +330,75 @@ def _pad_last(x, xp, dtype):
     return concatenate([x, constant(xp.zeros(shape, dtype=dtype))], axis=-1)
 
 
+def _check_int(op, name, value, minimum):
+    """Raise unless ``value`` is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value}")
+
+
+def _check_weight(op, name, w, shape):
+    """Raise unless ``w`` is a float array of ``shape``."""
+    arr = check_float(op, name, w)
+    if arr.shape != shape:
+        raise ValueError(f"{op}: {name} must have shape {shape}, got {arr.shape}")
+
+
+def _check_mha_arguments(op, qa, ka, va, embed_dim_to_check, num_heads, in_proj_weight,
+                         in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+                         out_proj_weight, out_proj_bias, use_separate_proj_weight,
+                         q_proj_weight, k_proj_weight, v_proj_weight, statics, flags):
+    """The argument checks of ``multi_head_attention_forward`` (query, key and value are
+    already known to be float arrays of matching rank), before any computation."""
+    embed = qa.shape[-1]
+    _check_int(op, "embed_dim_to_check", embed_dim_to_check, 1)
+    if embed != embed_dim_to_check:
+        raise ValueError(f"{op}: query's embedding dim {embed} != embed_dim_to_check "
+                         f"{embed_dim_to_check}")
+    _check_int(op, "num_heads", num_heads, 1)
+    if embed % num_heads:
+        raise ValueError(f"{op}: embed_dim {embed} is not divisible by num_heads {num_heads}")
+    check_bool(op, "add_zero_attn", add_zero_attn)
+    for name, value in flags.items():
+        check_bool(op, name, value)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float, np.number)):
+        raise TypeError(f"{op}: dropout_p must be a number, got {type(dropout_p).__name__}")
+    if not 0 <= dropout_p <= 1:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1], got {dropout_p}")
+
+    if use_separate_proj_weight:
+        for name, w, width in (("q_proj_weight", q_proj_weight, embed),
+                               ("k_proj_weight", k_proj_weight, ka.shape[-1]),
+                               ("v_proj_weight", v_proj_weight, va.shape[-1])):
+            if w is None:
+                raise ValueError(f"{op}: use_separate_proj_weight needs q/k/v_proj_weight, "
+                                 f"got {name}=None")
+            _check_weight(op, name, w, (embed, width))
+    else:
+        if in_proj_weight is None:
+            raise ValueError(f"{op}: in_proj_weight is needed unless "
+                             f"use_separate_proj_weight")
+        _check_weight(op, "in_proj_weight", in_proj_weight, (3 * embed, embed))
+    if in_proj_bias is not None:
+        _check_weight(op, "in_proj_bias", in_proj_bias, (3 * embed,))
+    for name, b in (("bias_k", bias_k), ("bias_v", bias_v)):
+        if b is not None:
+            arr = check_float(op, name, b)
+            if arr.ndim > 3 or arr.size != embed or arr.shape[-1:] != (embed,):
+                raise ValueError(f"{op}: {name} must hold one {embed}-vector, shaped "
+                                 f"(1, 1, {embed}) or ({embed},); got {arr.shape}")
+    if (bias_k is None) != (bias_v is None):
+        raise ValueError(f"{op}: give both bias_k and bias_v or neither")
+    for name, t in statics.items():
+        if t is not None and check_float(op, name, t).ndim != 3:
+            raise ValueError(f"{op}: {name} must be (N * num_heads, S, head_dim), got shape "
+                             f"{data_of(t).shape}")
+    _check_weight(op, "out_proj_weight", out_proj_weight, (embed, embed))
+    if out_proj_bias is not None:
+        _check_weight(op, "out_proj_bias", out_proj_bias, (embed,))
+
+
 def _split_heads(x, n_heads, head_dim):
     """(S, N, E) -> (N * heads, S, head_dim)."""
     s, n = x.shape[:2]
@@ -353,6 +425,15 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if qa.ndim not in (2, 3) or ka.ndim != qa.ndim or va.ndim != qa.ndim:
         raise ValueError(f"{op}: query, key and value must all be (L, N, E) or all unbatched "
                          f"(L, E); got shapes {qa.shape}, {ka.shape}, {va.shape}")
+    _check_mha_arguments(op, qa, ka, va, embed_dim_to_check, num_heads, in_proj_weight,
+                         in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+                         out_proj_weight, out_proj_bias, use_separate_proj_weight,
+                         q_proj_weight, k_proj_weight, v_proj_weight,
+                         dict(static_k=static_k, static_v=static_v),
+                         dict(training=training, need_weights=need_weights,
+                              use_separate_proj_weight=use_separate_proj_weight,
+                              average_attn_weights=average_attn_weights,
+                              is_causal=is_causal))
     batched = qa.ndim == 3
     if not batched:
         query, key, value = (reshape(a, (a.shape[0], 1, a.shape[1]))
@@ -362,11 +443,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
                 key_padding_mask, Variable) else data_of(key_padding_mask).reshape(1, -1)
     tgt_len, bsz, embed = data_of(query).shape
     src_len = data_of(key).shape[0]
-    if embed != embed_dim_to_check:
-        raise ValueError(f"{op}: query's embedding dim {embed} != embed_dim_to_check "
-                         f"{embed_dim_to_check}")
-    if num_heads < 1 or embed % num_heads:
-        raise ValueError(f"{op}: embed_dim {embed} is not divisible by num_heads {num_heads}")
     if data_of(key).shape[:2] != data_of(value).shape[:2] or data_of(key).shape[1] != bsz:
         raise ValueError(f"{op}: key {data_of(key).shape} and value {data_of(value).shape} "
                          f"must be (S, N, *) with N = {bsz}")
@@ -378,12 +454,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     # input projections
     if use_separate_proj_weight:
         ws = [q_proj_weight, k_proj_weight, v_proj_weight]
-        if any(w is None for w in ws):
-            raise ValueError(f"{op}: use_separate_proj_weight needs q/k/v_proj_weight")
     else:
-        if in_proj_weight is None or check_float(op, "in_proj_weight", in_proj_weight).shape \
-                != (3 * embed, embed):
-            raise ValueError(f"{op}: in_proj_weight must have shape {(3 * embed, embed)}")
         ws = [get_item(in_proj_weight, slice(i * embed, (i + 1) * embed)) for i in range(3)]
     bs = [None] * 3 if in_proj_bias is None else \
         [get_item(in_proj_bias, slice(i * embed, (i + 1) * embed)) for i in range(3)]
@@ -404,8 +475,6 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if key_padding_mask is not None and key_padding_mask.shape != (bsz, src_len):
         raise ValueError(f"{op}: key_padding_mask must be {(bsz, src_len)}, got "
                          f"{key_padding_mask.shape}")
-    if (bias_k is None) != (bias_v is None):
-        raise ValueError(f"{op}: give both bias_k and bias_v or neither")
     if bias_k is not None:
         if static_k is not None or static_v is not None:
             raise ValueError(f"{op}: bias_k/bias_v cannot be used with static_k/static_v")
@@ -435,9 +504,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not training:
         dropout_p = 0.0
 
-    if need_weights:
+    if need_weights or dropout_p == 1:      # scaled_dot_product_attention takes p < 1
         out, weights = _plain_attention(q, k, v, attn_mask, None, dropout_p,
                                         1.0 / math.sqrt(head_dim))
+        weights = weights if need_weights else None
     else:
         out = scaled_dot_product_attention(q, k, v, attn_mask, dropout_p)
         weights = None

@@ -263,3 +263,44 @@ def test_mha_bad_inputs():
         mha(*args, is_causal=True)
     with pytest.raises(ValueError, match="both bias_k and bias_v"):
         mha(*args[:7], rand(1, 1, E), None, *args[9:])
+
+
+def test_mha_checks_every_argument_before_computing():
+    a = _mha_arrays()
+    mha = F.multi_head_attention_forward
+    args = [a["query"], a["key"], a["value"], E, HEADS, a["in_proj_weight"], a["in_proj_bias"],
+            None, None, False, 0.0, a["out_proj_weight"], a["out_proj_bias"]]
+
+    def with_arg(i, value, **kwargs):
+        return mha(*args[:i], value, *args[i + 1:], **kwargs)
+
+    op = "multi_head_attention_forward: "
+    for i, name, bad in [(3, "embed_dim_to_check", float(E)), (4, "num_heads", "2"),
+                         (7, "bias_k", "abc"), (8, "bias_v", [0.0] * E),
+                         (9, "add_zero_attn", 1), (10, "dropout_p", "0.1"),
+                         (6, "in_proj_bias", "abc"), (11, "out_proj_weight", [[0.0]]),
+                         (12, "out_proj_bias", "abc")]:
+        with pytest.raises(TypeError, match=op + name):
+            with_arg(i, bad)
+    with pytest.raises(ValueError, match=op + r"dropout_p must be in \[0, 1\]"):
+        with_arg(10, 1.5)
+    with pytest.raises(ValueError, match=op + r"in_proj_bias must have shape \(12,\)"):
+        with_arg(6, rand(E))
+    with pytest.raises(ValueError, match=op + "out_proj_weight must have shape"):
+        with_arg(11, rand(E, E + 1))
+    with pytest.raises(ValueError, match=op + "out_proj_bias must have shape"):
+        with_arg(12, rand(E + 1))
+    with pytest.raises(ValueError, match=op + "bias_k must hold one"):
+        mha(*args[:7], rand(1, 2, E), rand(1, 1, E), *args[9:])
+    with pytest.raises(TypeError, match=op + "need_weights must be a bool"):
+        mha(*args, need_weights="yes")
+
+
+def test_mha_dropout_of_one_drops_every_weight():
+    a = _mha_arrays()
+    args = (a["query"], a["key"], a["value"], E, HEADS, a["in_proj_weight"], None,
+            None, None, False, 1.0, a["out_proj_weight"], None)
+    for need_weights in (True, False):
+        out, weights = F.multi_head_attention_forward(*args, need_weights=need_weights)
+        np.testing.assert_array_equal(out.data, 0.0)
+        assert (weights is None) == (not need_weights)

@@ -383,23 +383,13 @@ def _ops_with_known_gaps(gaps, reason):
 
 # Known gaps in modules this test's authors do not maintain (convolution, pooling,
 # attention, recurrence), listed for their owners: operator -> what is wrong.
-KIND_ERRORS_NOT_NAMING_THE_OPERATOR = {
-    "multi_head_attention_forward": "in_proj_bias, out_proj_weight and out_proj_bias are "
-                                    "first checked by get_item and linear, which name "
-                                    "themselves",
-}
+KIND_ERRORS_NOT_NAMING_THE_OPERATOR = {}
 _SAYS_INPUT = "the error says 'input' for the parameter x"
 KIND_ERRORS_NOT_NAMING_THE_ARGUMENT = dict(
     {n: _SAYS_INPUT for n in (
         "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-        "conv_transpose3d", "fold", "unfold")},
-    multi_head_attention_forward=KIND_ERRORS_NOT_NAMING_THE_OPERATOR[
-        "multi_head_attention_forward"])
-ODD_ARGUMENTS_NOT_REJECTED = {
-    "multi_head_attention_forward": "embed_dim_to_check, num_heads, bias_k, bias_v, "
-                                    "add_zero_attn and dropout_p of the wrong kind raise "
-                                    "ValueError, a bare comparison TypeError, or pass",
-}
+        "conv_transpose3d", "fold", "unfold")})
+ODD_ARGUMENTS_NOT_REJECTED = {}
 
 
 def _kind_problems(case, name, trials, check_argument):
@@ -486,8 +476,6 @@ def test_wrong_kind_for_any_other_argument_raises_type_error_naming_it(name):
 # Shapes: an array of the wrong shape may be fine (elementwise operators broadcast), but if
 # it is refused, that must be a ValueError naming the operator.
 SHAPE_ERRORS_NOT_NAMING_THE_OPERATOR = {
-    "multi_head_attention_forward": "wrong-shaped projection weights and biases are "
-                                    "reported by linear and get_item",
     "pack_sequence": "a 0-d sequence raises IndexError; mismatched ones are reported by "
                      "pad_sequence",
     "pad_packed_sequence": "data of the wrong shape fails inside NumPy's indexing",
