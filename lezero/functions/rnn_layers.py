@@ -115,7 +115,7 @@ class LSTMLayer(_Recurrence):
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         h0, c0 = states
         hidden = w_hh.shape[1]
-        total, n = x.shape[0], h0.shape[0]
+        total = x.shape[0]
         gates = x @ w_ih.T                      # every step's input projection at once
         if b_ih is not None:
             gates += b_ih + b_hh

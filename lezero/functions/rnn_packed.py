@@ -15,7 +15,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions._utils import check_variable, xp_of
+from lezero.functions._utils import check_bool, check_variable, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import concatenate, reshape
 
@@ -74,6 +74,32 @@ def _lengths(op, lengths, n):
     return arr.astype(np.int64)
 
 
+def _batch_sizes(op, batch_sizes):
+    """A PackedSequence's batch sizes as a 1-D int64 NumPy array, checked: positive and
+    non-increasing."""
+    arr = cuda.as_numpy(batch_sizes) if isinstance(batch_sizes, cuda.array_types()) \
+        else np.asarray(batch_sizes)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{op}: sequence.batch_sizes must hold ints, got dtype {arr.dtype}")
+    if arr.ndim != 1 or arr.size == 0 or arr.min() < 1 or np.any(np.diff(arr) > 0):
+        raise ValueError(f"{op}: sequence.batch_sizes must be a non-empty, non-increasing "
+                         f"1-D array of positive ints, got {arr.tolist()}")
+    return arr.astype(np.int64)
+
+
+def _check_sequences(op, sequences):
+    """Check a non-empty list of (L_i, *) sequences sharing their trailing dims; return
+    their arrays."""
+    if not isinstance(sequences, (list, tuple)) or not sequences:
+        raise ValueError(f"{op}: expected a non-empty list of sequences, got {sequences!r}")
+    arrs = [check_variable(op, f"sequences[{i}]", s) for i, s in enumerate(sequences)]
+    rest = arrs[0].shape[1:]
+    if any(a.ndim == 0 or a.shape[1:] != rest for a in arrs):
+        raise ValueError(f"{op}: sequences must share their trailing dims, each (L_i, *), "
+                         f"got shapes {[a.shape for a in arrs]}")
+    return arrs
+
+
 def _packed_rows(batch_sizes, order, n, t_len, batch_first):
     """Row of the flattened padded tensor for each packed row.  ``order[j]`` is the
     caller's batch position of the j-th longest sequence."""
@@ -123,8 +149,11 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     if not isinstance(sequence, PackedSequence):
         raise TypeError(f"{op}: sequence must be a PackedSequence, got "
                         f"{type(sequence).__name__}")
-    data, batch_sizes = sequence.data, np.asarray(sequence.batch_sizes)
+    data, batch_sizes = sequence.data, _batch_sizes(op, sequence.batch_sizes)
     arr = check_variable(op, "sequence.data", data)
+    if arr.ndim < 1 or arr.shape[0] != batch_sizes.sum():
+        raise ValueError(f"{op}: sequence.data must be (sum of batch_sizes = "
+                         f"{int(batch_sizes.sum())}, *), got shape {arr.shape}")
     n = int(batch_sizes[0])
     t_len = len(batch_sizes)
     if total_length is not None:
@@ -150,13 +179,8 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0):
     """Stack variable-length (L_i, *) sequences into (T, N, *) (or (N, T, *)) padded with
     ``padding_value``."""
     op = "pad_sequence"
-    if not isinstance(sequences, (list, tuple)) or not sequences:
-        raise ValueError(f"{op}: expected a non-empty list of sequences, got {sequences!r}")
-    arrs = [check_variable(op, f"sequences[{i}]", s) for i, s in enumerate(sequences)]
+    arrs = _check_sequences(op, sequences)
     rest = arrs[0].shape[1:]
-    if any(a.ndim == 0 or a.shape[1:] != rest for a in arrs):
-        raise ValueError(f"{op}: sequences must share their trailing dims, got shapes "
-                         f"{[a.shape for a in arrs]}")
     lens = np.array([a.shape[0] for a in arrs])
     n, t_len = len(arrs), int(lens.max())
     # Row of each sequence element in the flattened padded output.
@@ -174,6 +198,9 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0):
 @register("rnn", notes="returns a PackedSequence")
 def pack_sequence(sequences, enforce_sorted=True):
     """Pack a list of (L_i, *) sequences (``pad_sequence`` then ``pack_padded_sequence``)."""
-    lens = [check_variable("pack_sequence", f"sequences[{i}]", s).shape[0]
-            for i, s in enumerate(sequences)]
+    op = "pack_sequence"
+    lens = [a.shape[0] for a in _check_sequences(op, sequences)]
+    if min(lens) < 1:
+        raise ValueError(f"{op}: every sequence must be non-empty, got lengths {lens}")
+    check_bool(op, "enforce_sorted", enforce_sorted)
     return pack_padded_sequence(pad_sequence(sequences), lens, enforce_sorted=enforce_sorted)

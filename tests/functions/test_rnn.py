@@ -261,6 +261,19 @@ def test_bad_inputs_name_the_operator_and_argument():
         F.pad_packed_sequence(x)
     with pytest.raises(ValueError, match="pad_sequence: sequences must share"):
         F.pad_sequence([np.ones((2, 3)), np.ones((2, 4))])
+    with pytest.raises(ValueError, match="pack_sequence: sequences must share"):
+        F.pack_sequence([np.ones((2, 3)), np.ones(())])
+    with pytest.raises(ValueError, match="pack_sequence: sequences must share"):
+        F.pack_sequence([np.ones((2, 3)), np.ones((2, 4))])
+    with pytest.raises(ValueError, match="pack_sequence: every sequence must be non-empty"):
+        F.pack_sequence([np.ones((2, 3)), np.ones((0, 3))])
+    with pytest.raises(TypeError, match="pack_sequence: enforce_sorted must be a bool"):
+        F.pack_sequence([np.ones((2, 3))], enforce_sorted="no")
+    packed = F.pack_padded_sequence(x, [3, 2])
+    with pytest.raises(ValueError, match=r"pad_packed_sequence: sequence.data must be \(sum"):
+        F.pad_packed_sequence(packed._replace(data=packed.data[:-1]))
+    with pytest.raises(ValueError, match="pad_packed_sequence: sequence.batch_sizes must be"):
+        F.pad_packed_sequence(packed._replace(batch_sizes=np.array([1, 2, 2])))
     with pytest.raises(ValueError, match="gru: expected 8 weights"):
         F.gru(x, None, params, True, 1, 0.0, True, True)
     with pytest.raises(ValueError, match="rnn_tanh: num_layers must be a positive int"):
