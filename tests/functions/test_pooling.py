@@ -207,6 +207,14 @@ def test_bad_inputs_name_the_operator_and_argument():
         F.interpolate(x, size=3, align_corners=True)
     with pytest.raises(ValueError, match="interpolate: mode must be"):
         F.interpolate(x, size=3, mode="bicubic")
+    with pytest.raises(TypeError, match="interpolate: mode must be a str"):
+        F.interpolate(x, size=3, mode=None)
+    with pytest.raises(TypeError, match="interpolate: align_corners must be None or a bool"):
+        F.interpolate(x, size=3, mode="bilinear", align_corners="yes")
+    with pytest.raises(TypeError, match="max_pool2d: x must be a Variable"):
+        F.max_pool2d(x.data.tolist(), 2)
+    with pytest.raises(TypeError, match="pixel_unshuffle: x must be floating"):
+        F.pixel_unshuffle(np.ones((1, 1, 4, 4), np.int64), 2)
     with pytest.raises(ValueError, match="interpolate: scale_factor must be positive"):
         F.interpolate(x, scale_factor=-2.0)
     with pytest.raises(TypeError, match="interpolate: size must be"):
