@@ -109,7 +109,7 @@ if njit is not None:
     @njit(cache=True, nogil=True)
     def im2col_planes(x, col, geo, first, stop):
         """im2col for the (n, c) planes ``first <= c * N + n < stop``; zero runs are written
-        without loads and the in-range part of each row is one strided copy."""
+        without loads and the in-range part of each row is one (strided) copy."""
         N, C, D, H, W = x.shape
         kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
         K = kd * kh * kw
@@ -128,16 +128,22 @@ if njit is not None:
                             for oh in range(Ho):
                                 iy = oh * sh - ph + b * dh
                                 base = (od * Ho + oh) * Wo
+                                dst = col[row, n, base:base + Wo]
                                 if iz < 0 or iz >= D or iy < 0 or iy >= H:
-                                    for ow in range(Wo):
-                                        col[row, n, base + ow] = 0
+                                    dst[:] = 0
                                     continue
-                                for ow in range(w0):
-                                    col[row, n, base + ow] = 0
-                                for ow in range(w0, w1):
-                                    col[row, n, base + ow] = x[n, c, iz, iy, ow * sw + ix0]
-                                for ow in range(w1, Wo):
-                                    col[row, n, base + ow] = 0
+                                dst[:w0] = 0
+                                dst[w1:] = 0
+                                # 1-D row views: LLVM vectorises these loops (5-D indexing
+                                # with a possibly negative offset it does not)
+                                if sw == 1:
+                                    src = x[n, c, iz, iy, w0 + ix0:w1 + ix0]
+                                    for j in range(w1 - w0):
+                                        dst[w0 + j] = src[j]
+                                else:
+                                    srs = x[n, c, iz, iy, w0 * sw + ix0:(w1 - 1) * sw + ix0 + 1:sw]
+                                    for j in range(w1 - w0):
+                                        dst[w0 + j] = srs[j]
 
     @njit(cache=True, parallel=True)
     def im2col_nb(x, col, geo):
@@ -169,8 +175,15 @@ if njit is not None:
                                 if iy < 0 or iy >= H:
                                     continue
                                 base = (od * Ho + oh) * Wo
-                                for ow in range(w0, w1):
-                                    x[n, c, iz, iy, ow * sw + ix0] += col[row, n, base + ow]
+                                src = col[row, n, base + w0:base + w1]
+                                if sw == 1:
+                                    dst = x[n, c, iz, iy, w0 + ix0:w1 + ix0]
+                                    for j in range(w1 - w0):
+                                        dst[j] += src[j]
+                                else:
+                                    dss = x[n, c, iz, iy, w0 * sw + ix0:(w1 - 1) * sw + ix0 + 1:sw]
+                                    for j in range(w1 - w0):
+                                        dss[j] += src[j]
 
     @njit(cache=True, parallel=True)
     def col2im_nb(col, x, geo):

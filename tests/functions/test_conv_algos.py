@@ -192,8 +192,7 @@ def test_conv_explain_reports_every_algorithm(capsys):
     assert "chosen:" in printed and "winograd_4x4" in printed and "<- chosen" in printed
     names = [r["algo"] for r in ex.rows]
     assert names == list(select.ALGORITHMS)
-    assert ex["direct"]["unsupported"] and ex["direct"]["measured_ms"] is None
-    for name in ("im2col", "winograd_2x2", "winograd_4x4", "fft"):
+    for name in names:
         row = ex[name]
         assert row["measured_ms"] > 0 and row["predicted_ms"] > 0 and row["workspace_bytes"] > 0
         assert row["rel_error"] <= TOL.get(name, DEFAULT_TOL)
@@ -203,6 +202,10 @@ def test_conv_explain_reports_every_algorithm(capsys):
                             repeat=1, show=False)
     best = min((r for r in ex.rows if not r["unsupported"]), key=lambda r: r["measured_ms"])
     assert ex.chosen == best["algo"] and "fastest measured" in ex.reason
+    ex = F.conv_explain((2, 8, 10, 10), (8, 8, 3, 3), stride=2, op="grad_input",
+                        after="im2col", repeat=1, show=False)
+    assert "stride 1" in ex["winograd_4x4"]["unsupported"]
+    assert ex["winograd_4x4"]["measured_ms"] is None and "reusing" in ex.reason
 
 
 def test_conv_explain_bad_arguments():
@@ -212,6 +215,8 @@ def test_conv_explain_bad_arguments():
         F.conv_explain((1, 2, 5, 5), (2, 3, 3, 3), show=False)
     with pytest.raises(ValueError, match="conv_explain: x_shape"):
         F.conv_explain((2, 5, 5), (2, 2, 3, 3, 3), show=False)
+    with pytest.raises(ValueError, match="conv_explain: after must name"):
+        F.conv_explain((1, 2, 5, 5), (2, 2, 3, 3), op="grad_input", after="cudnn", show=False)
 
 
 @pytest.mark.gpu

@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+from lezero.kernels import conv_direct as dk
 from lezero.kernels import im2col as ik
 from lezero.kernels import winograd as wk
 
@@ -157,3 +158,44 @@ def test_tile_kernels_keep_float32():
     np.testing.assert_allclose(v, ref, rtol=1e-5, atol=1e-4)
     y = wk.tiles_out(v, at, np.zeros((1, 2, 8, 8), np.float32), 4, 0, 0, 2, 2)
     assert y.dtype == np.float32
+
+
+# (x shape, w shape, geo (kh, kw, sh, sw, ph, pw, dh, dw), groups)
+DIRECT = [((2, 3, 7, 8), (4, 3, 3, 3), (3, 3, 1, 1, 1, 1, 1, 1), 1),
+          ((1, 4, 9, 7), (6, 2, 3, 2), (3, 2, 2, 3, 1, 2, 2, 1), 2),
+          ((2, 4, 6, 6), (8, 1, 3, 3), (3, 3, 1, 2, 2, 0, 1, 2), 4),        # depthwise x2
+          ((1, 2, 1, 9), (3, 2, 1, 4), (1, 4, 1, 2, 0, 3, 1, 1), 1)]        # conv1d as 2-D
+
+
+def _out_hw(x_shape, geo):
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    return ((x_shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1,
+            (x_shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,geo,groups", DIRECT)
+def test_direct_kernels_match_reference_and_im2col(x_shape, w_shape, geo, groups):
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_shape = (x_shape[0], w_shape[0]) + _out_hw(x_shape, geo)
+    gy = rng.standard_normal(y_shape)
+    # im2col + einsum as an independent definition of the forward pass
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    g3 = (1, kh, kw, 1, sh, sw, 0, ph, pw, 1, dh, dw, 1) + y_shape[2:]
+    col = ik.im2col_ref(x[:, :, None], np.empty((x_shape[1] * kh * kw, x_shape[0],
+                                                  y_shape[2] * y_shape[3])), g3)
+    cg, og = w_shape[1], w_shape[0] // groups
+    col = col.reshape(groups, cg * kh * kw, x_shape[0], -1)
+    want = np.einsum("gok,gknl->ngol", w.reshape(groups, og, -1), col).reshape(y_shape)
+    for use in (False, True):
+        y = dk.direct_forward(x, w, np.full(y_shape, np.nan), geo, groups, use_numba=use)
+        np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+    gx = [dk.direct_grad_input(gy, w, np.full(x_shape, np.nan), geo, groups, use_numba=u)
+          for u in (False, True)]
+    gw = [dk.direct_grad_weight(x, gy, np.zeros(w_shape), geo, groups, use_numba=u)
+          for u in (False, True)]
+    np.testing.assert_allclose(gx[1], gx[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gw[1], gw[0], rtol=1e-10, atol=1e-10)
+    # adjoints: <y(x), gy> == <x, gx(gy)> == <w, gw(x, gy)>
+    assert np.isclose(np.sum(want * gy), np.sum(x * gx[0]), rtol=1e-10)
+    assert np.isclose(np.sum(want * gy), np.sum(w * gw[0]), rtol=1e-10)

@@ -1,26 +1,35 @@
-"""Direct convolution for the two shapes where a patch matrix is pure overhead.
+"""Direct convolution: no patch matrix.
 
-* pointwise (1x1 kernels, any stride/padding/groups): the convolution *is* a GEMM on the
-  (strided) input, ``y[n] = W @ x[n]``; no patches to build.
-* depthwise (groups == in_channels): each channel meets only its own filter, so there is
-  no channel sum for a GEMM to do; a loop over the K kernel taps with broadcast
-  multiply-adds moves K times less memory than im2col.
+* pointwise (1x1 kernels, any dims, stride, padding, groups): the convolution *is* a GEMM
+  on the (strided) input, ``y[n] = W @ x[n]``.
+* otherwise (1-D and 2-D): a loop over the kernel taps (``lezero.kernels.conv_direct``),
+  each output plane summed in a buffer that stays in cache.  It wins where the GEMM of
+  im2col would be tiny: few channels (LeNet), depthwise layers.
 """
-import itertools
 import math
 
-import numpy as np
-
+from lezero import kernels
 from lezero.functions.conv_algos.base import (Algorithm, copy_window, gemm_seconds,
                                               padded_input, stream_seconds, strided,
                                               window_extent, xp_of)
 
 
-def _taps(geom):
-    """(flat index, offsets) of every kernel tap: offsets are tap * dilation."""
-    ranges = [range(k) for k in geom.kernel]
-    for p, pos in enumerate(itertools.product(*ranges)):
-        yield p, tuple(t * d for t, d in zip(pos, geom.dilation))
+def _dk():
+    from lezero.kernels import conv_direct     # imports Numba: only when a convolution runs
+    return conv_direct
+
+
+def _as_4d(a, nd):
+    """1-D arrays (N, C, L) as 2-D ones (N, C, 1, L)."""
+    return a if nd == 2 else a.reshape(a.shape[:2] + (1,) + a.shape[2:])
+
+
+def _geo(g):
+    """(kh, kw, sh, sw, ph, pw, dh, dw) of a 1-D or 2-D geometry."""
+    k, s, p, d = g.kernel, g.stride, g.pad_lo, g.dilation
+    if g.nd == 1:
+        return (1, k[0], 1, s[0], 0, p[0], 1, d[0])
+    return (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1])
 
 
 def _unpad(ge, prob, xp):
@@ -34,20 +43,16 @@ def _unpad(ge, prob, xp):
 
 class Direct(Algorithm):
     name = "direct"
-    summary = "1x1: a GEMM on the input itself; depthwise: a loop over the kernel taps"
+    summary = "1x1: a GEMM on the input itself; else a loop over the kernel taps"
 
     @staticmethod
     def _pointwise(prob):
         return prob.geom.kernel_volume == 1
 
-    @staticmethod
-    def _depthwise(prob):
-        return prob.geom.groups == prob.in_channels and prob.geom.groups > 1
-
     def unsupported(self, prob):
-        if self._pointwise(prob) or self._depthwise(prob):
+        if self._pointwise(prob) or prob.geom.nd <= 2:
             return None
-        return "needs a 1x1 kernel or a depthwise convolution (groups == in_channels)"
+        return "needs a 1x1 kernel or a 1-D/2-D convolution"
 
     # -- pointwise --
     def _sampled(self, x, prob):
@@ -63,14 +68,14 @@ class Direct(Algorithm):
     def forward(self, x, w, prob, cache):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):
-            return self._dw_forward(x, w, prob)
+            return self._taps_forward(x, w, prob)
         y = xp.matmul(w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
         return y.reshape(prob.y_shape)
 
     def grad_input(self, gy, w, prob, cache):
         xp, g = xp_of(gy), prob.geom
         if not self._pointwise(prob):
-            return self._dw_grad_input(gy, w, prob)
+            return self._taps_grad_input(gy, w, prob)
         G = g.groups
         w2 = w.reshape(G, w.shape[0] // G, -1)
         gs = xp.matmul(w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
@@ -86,67 +91,58 @@ class Direct(Algorithm):
     def grad_weight(self, x, gy, prob, cache):
         xp, g = xp_of(x), prob.geom
         if not self._pointwise(prob):
-            return self._dw_grad_weight(x, gy, prob)
+            return self._taps_grad_weight(x, gy, prob)
         xs = self._sampled(x, prob)
         gy4 = gy.reshape(prob.batch, g.groups, -1, g.out_volume)
         gw = xp.matmul(gy4, xs.transpose(0, 1, 3, 2)).sum(axis=0)
         return gw.reshape(prob.w_shape)
 
-    # -- depthwise: y[n, c*m + j] = sum_p w[c*m + j, 0, p] * x[n, c, shifted by tap p] --
-    def _dw_shapes(self, prob):
-        g = prob.geom
-        c = prob.in_channels
-        mult = prob.out_channels // c
-        return c, mult, (1,) * g.nd
-
-    def _dw_forward(self, x, w, prob):
+    # -- tap loop (1-D and 2-D) --
+    def _taps_forward(self, x, w, prob):
         xp, g = xp_of(x), prob.geom
-        c, mult, ones = self._dw_shapes(prob)
-        xe = padded_input(x, g, xp)
-        w3 = w.reshape((c, mult, -1) + ones)
-        y = xp.zeros((prob.batch, c, mult) + g.out_size, dtype=x.dtype)
-        for p, off in _taps(g):
-            y += xe[(Ellipsis,) + strided(g, off)][:, :, None] * w3[:, :, p]
-        return y.reshape(prob.y_shape)
+        y = xp.empty(prob.y_shape, dtype=x.dtype)
+        _dk().direct_forward(_as_4d(x, g.nd), _as_4d(w, g.nd), _as_4d(y, g.nd), _geo(g),
+                             g.groups, use_numba=kernels.enabled(x))
+        return y
 
-    def _dw_grad_input(self, gy, w, prob):
+    def _taps_grad_input(self, gy, w, prob):
         xp, g = xp_of(gy), prob.geom
-        c, mult, ones = self._dw_shapes(prob)
-        gy5 = gy.reshape((prob.batch, c, mult) + g.out_size)
-        w3 = w.reshape((c, mult, -1) + ones)
-        ge = xp.zeros((prob.batch, c) + window_extent(g), dtype=gy.dtype)
-        for p, off in _taps(g):
-            term = gy5 * w3[:, :, p]
-            ge[(Ellipsis,) + strided(g, off)] += term[:, :, 0] if mult == 1 else term.sum(axis=2)
-        return _unpad(ge, prob, xp)
+        gx = xp.empty(prob.x_shape, dtype=gy.dtype)
+        _dk().direct_grad_input(_as_4d(gy, g.nd), _as_4d(w, g.nd), _as_4d(gx, g.nd), _geo(g),
+                                g.groups, use_numba=kernels.enabled(gy))
+        return gx
 
-    def _dw_grad_weight(self, x, gy, prob):
+    def _taps_grad_weight(self, x, gy, prob):
         xp, g = xp_of(x), prob.geom
-        c, mult, _ = self._dw_shapes(prob)
-        n, L = prob.batch, g.out_volume
-        xe = padded_input(x, g, xp)
-        gy4 = gy.reshape(n, c, mult, L)
-        gw = xp.empty((c, mult, g.kernel_volume), dtype=x.dtype)
-        for p, off in _taps(g):
-            xs = xe[(Ellipsis,) + strided(g, off)].reshape(n, c, 1, L)
-            gw[:, :, p] = (gy4 * xs).sum(axis=(0, 3))
-        return gw.reshape(prob.w_shape)
+        gw = xp.zeros(prob.w_shape, dtype=x.dtype)
+        _dk().direct_grad_weight(_as_4d(x, g.nd), _as_4d(gy, g.nd), _as_4d(gw, g.nd), _geo(g),
+                                 g.groups, use_numba=kernels.enabled(x))
+        return gw
 
     # -- cost model --
     def workspace_bytes(self, prob, op):
+        g = prob.geom
         if self._pointwise(prob):
-            g = prob.geom
             return prob.batch * prob.in_channels * g.out_volume * prob.itemsize
-        return math.prod(prob.y_shape) * prob.itemsize
+        # one plane accumulator per thread (the larger of an input and an output plane)
+        return max(math.prod(g.in_size), g.out_volume) * prob.itemsize
 
     def predict(self, prob, op, reuse=False):
         g, G = prob.geom, prob.geom.groups
         xb = math.prod(prob.x_shape) * prob.itemsize
-        yb = math.prod(prob.y_shape) * prob.itemsize
         if self._pointwise(prob):
             ci, co, L = prob.in_channels // G, prob.out_channels // G, g.out_volume
             dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}
             copy = 0 if all(s == 1 for s in g.stride) and not any(g.pad_lo) else 2 * xb
             return gemm_seconds(*dims[op], prob.batch * G) + stream_seconds(copy)
-        # depthwise: K broadcast multiply-adds over the output (measured ~1.5 passes each)
-        return stream_seconds(1.5 * g.kernel_volume * yb + 2 * xb, calls=2 * g.kernel_volume)
+        # tap loop: one multiply-add per (output, input channel of its group, tap), run
+        # vectorised along output rows (stride 1) or scalar; plus per-row loop overhead
+        fmas = prob.flops() / 2
+        wo = g.out_size[-1]
+        rate = MACHINE_DIRECT["fma_per_s"] * (1.0 if g.stride[-1] == 1 else 0.35)
+        rows = fmas / max(wo, 1)
+        return fmas / rate + rows * MACHINE_DIRECT["row_s"] + MACHINE_DIRECT["call_s"]
+
+
+# Single-thread constants of the tap-loop kernels (measured like base.MACHINE).
+MACHINE_DIRECT = {"fma_per_s": 1.5e9, "row_s": 10e-9, "call_s": 30e-6}

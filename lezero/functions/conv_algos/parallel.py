@@ -24,8 +24,8 @@ from lezero.kernels.conv_launch import serial_kernels
 
 register_setting("conv_threads", 0)
 
-# A part below this many flops is not worth a thread (fork + join cost ~50 us).
-MIN_PART_FLOPS = 20e6
+# A part below this many flops (~0.1 ms of work) is not worth a thread (fork + join ~50 us).
+MIN_PART_FLOPS = 4e6
 
 # Which operand of each product is batched, by role: views of the same array are shared
 # between products (forward and grad_weight both cut x) so per-part caches keep working.

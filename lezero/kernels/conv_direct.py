@@ -1,0 +1,237 @@
+"""Direct 2-D convolution kernels: a loop over the kernel taps, no patch matrix.
+
+For layers with few channels (LeNet's 1->6 and 6->16, depthwise layers) the GEMM of the
+im2col method is tiny and the patch matrix is the whole cost; here each output plane is
+accumulated in a small buffer that stays in L1 while every (input channel, tap) adds one
+shifted, scaled copy of an input plane.  The three products:
+
+    direct_forward      y[n, o]            += w[o, c, a, b] * x[n, c] shifted by tap (a, b)
+    direct_grad_input   gx[n, c]           += w[o, c, a, b] * gy[n, o] shifted back
+    direct_grad_weight  gw[o, c, a, b]      = sum_n <gy[n, o], x[n, c] shifted>
+
+Arrays are 4-D (N, C, H, W); ``geo`` is (kh, kw, sh, sw, ph, pw, dh, dw) with ``ph, pw``
+the low padding, and the output size comes from ``y``/``gy``.  Planes are enumerated
+channel-major (``o * N + n``); the serial ``*_planes`` functions release the GIL.
+``direct_*_ref`` are the NumPy references (one strided slice per tap).
+"""
+import numpy as np
+
+from lezero.kernels.conv_launch import launch
+from lezero.kernels.im2col import _valid_range
+
+
+# ----- NumPy references ------------------------------------------------------------------
+
+def _tap_slices(geo, out_hw, in_hw):
+    """Per tap: (a, b, output slices, input slices) of the in-range part."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    for a in range(kh):
+        r0, r1 = _valid_range(out_hw[0], sh, a * dh - ph, in_hw[0])
+        for b in range(kw):
+            c0, c1 = _valid_range(out_hw[1], sw, b * dw - pw, in_hw[1])
+            if r1 <= r0 or c1 <= c0:
+                continue
+            ys = (slice(r0, r1), slice(c0, c1))
+            xs = (slice(r0 * sh + a * dh - ph, (r1 - 1) * sh + a * dh - ph + 1, sh),
+                  slice(c0 * sw + b * dw - pw, (c1 - 1) * sw + b * dw - pw + 1, sw))
+            yield a, b, ys, xs
+
+
+def direct_forward_ref(x, w, y, geo, groups):
+    """``y`` (zeroed) += the convolution of ``x`` with ``w``; NumPy/CuPy."""
+    n, c = x.shape[:2]
+    o, cg = w.shape[:2]
+    og = o // groups
+    for a, b, ys, xs in _tap_slices(geo, y.shape[2:], x.shape[2:]):
+        xt = x[(Ellipsis,) + xs].reshape(n, groups, cg, -1)
+        wt = w[:, :, a, b].reshape(groups, og, cg)
+        y[(Ellipsis,) + ys] += (wt @ xt).reshape((n, o) + y[(Ellipsis,) + ys].shape[2:])
+    return y
+
+
+def direct_grad_input_ref(gy, w, gx, geo, groups):
+    """``gx`` (zeroed) += the transposed convolution of ``gy`` with ``w``."""
+    n, o = gy.shape[:2]
+    c, cg = gx.shape[1], w.shape[1]
+    og = o // groups
+    for a, b, ys, xs in _tap_slices(geo, gy.shape[2:], gx.shape[2:]):
+        gt = gy[(Ellipsis,) + ys].reshape(n, groups, og, -1)
+        wt = w[:, :, a, b].reshape(groups, og, cg).transpose(0, 2, 1)
+        gx[(Ellipsis,) + xs] += (wt @ gt).reshape((n, c) + gx[(Ellipsis,) + xs].shape[2:])
+    return gx
+
+
+def direct_grad_weight_ref(x, gy, gw, geo, groups):
+    """``gw`` (zeroed) += the weight gradient from ``x`` and ``gy``."""
+    n = x.shape[0]
+    o, cg = gw.shape[:2]
+    og = o // groups
+    for a, b, ys, xs in _tap_slices(geo, gy.shape[2:], x.shape[2:]):
+        xt = x[(Ellipsis,) + xs].reshape(n, groups, cg, -1)
+        gt = gy[(Ellipsis,) + ys].reshape(n, groups, og, -1)
+        gw[:, :, a, b] += (gt @ xt.transpose(0, 1, 3, 2)).sum(axis=0).reshape(o, cg)
+    return gw
+
+
+# ----- Numba kernels ---------------------------------------------------------------------
+
+try:
+    from numba import njit, prange
+except ImportError:
+    njit = None
+
+if njit is not None:
+    from lezero.kernels.im2col import _valid_range_nb
+
+    @njit(cache=True, nogil=True)
+    def forward_planes(x, w, y, geo, groups, first, stop):
+        """Output planes ``o * N + n`` in [first, stop), each summed in an L1 buffer."""
+        N, C, H, W = x.shape
+        O, cg = w.shape[0], w.shape[1]
+        Ho, Wo = y.shape[2], y.shape[3]
+        kh, kw, sh, sw, ph, pw, dh, dw = geo
+        og = O // groups
+        acc = np.empty((Ho, Wo), dtype=y.dtype)
+        for p in range(first, stop):
+            o = p // N
+            n = p - o * N
+            c0 = (o // og) * cg
+            acc[:, :] = 0
+            for ci in range(cg):
+                for a in range(kh):
+                    r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
+                    for b in range(kw):
+                        q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                        wv = w[o, ci, a, b]
+                        off = b * dw - pw
+                        for oh in range(r0, r1):
+                            # row views: plain 1-D loops that LLVM vectorises (2-D
+                            # indexing with a possibly negative offset does not)
+                            dst = acc[oh, q0:q1]
+                            ih = oh * sh + a * dh - ph
+                            if sw == 1:     # a contiguous slice types as such: it vectorises
+                                src = x[n, c0 + ci, ih, q0 + off:q1 + off]
+                                for j in range(q1 - q0):
+                                    dst[j] += wv * src[j]
+                            else:
+                                srs = x[n, c0 + ci, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
+                                for j in range(q1 - q0):
+                                    dst[j] += wv * srs[j]
+            y[n, o, :, :] = acc
+
+    @njit(cache=True, parallel=True)
+    def forward_nb(x, w, y, geo, groups):
+        for p in prange(w.shape[0] * x.shape[0]):
+            forward_planes(x, w, y, geo, groups, p, p + 1)
+
+    @njit(cache=True, nogil=True)
+    def grad_input_planes(gy, w, gx, geo, groups, first, stop):
+        """Input-gradient planes ``c * N + n`` in [first, stop)."""
+        N, O, Ho, Wo = gy.shape
+        C, H, W = gx.shape[1], gx.shape[2], gx.shape[3]
+        cg = w.shape[1]
+        kh, kw, sh, sw, ph, pw, dh, dw = geo
+        og = O // groups
+        acc = np.empty((H, W), dtype=gx.dtype)
+        for p in range(first, stop):
+            c = p // N
+            n = p - c * N
+            g = c // cg
+            ci = c - g * cg
+            acc[:, :] = 0
+            for oi in range(og):
+                o = g * og + oi
+                for a in range(kh):
+                    r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
+                    for b in range(kw):
+                        q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                        wv = w[o, ci, a, b]
+                        off = b * dw - pw
+                        for oh in range(r0, r1):
+                            src = gy[n, o, oh, q0:q1]
+                            ih = oh * sh + a * dh - ph
+                            if sw == 1:
+                                dst = acc[ih, q0 + off:q1 + off]
+                                for j in range(q1 - q0):
+                                    dst[j] += wv * src[j]
+                            else:
+                                dss = acc[ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
+                                for j in range(q1 - q0):
+                                    dss[j] += wv * src[j]
+            gx[n, c, :, :] = acc
+
+    @njit(cache=True, parallel=True)
+    def grad_input_nb(gy, w, gx, geo, groups):
+        for p in prange(gx.shape[1] * gy.shape[0]):
+            grad_input_planes(gy, w, gx, geo, groups, p, p + 1)
+
+    @njit(cache=True, nogil=True, fastmath=True)
+    def grad_weight_planes(x, gy, gw, geo, groups, first, stop):
+        """Weight entries of the (o, c) pairs ``o * cg + ci`` in [first, stop): dot
+        products over the batch and the output plane (fastmath lets them vectorize)."""
+        N, C, H, W = x.shape
+        O, Ho, Wo = gy.shape[1], gy.shape[2], gy.shape[3]
+        cg = gw.shape[1]
+        kh, kw, sh, sw, ph, pw, dh, dw = geo
+        og = O // groups
+        for p in range(first, stop):
+            o = p // cg
+            ci = p - o * cg
+            c = (o // og) * cg + ci
+            for a in range(kh):
+                r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
+                for b in range(kw):
+                    q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                    off = b * dw - pw
+                    total = 0.0
+                    for n in range(N):
+                        for oh in range(r0, r1):
+                            g_row = gy[n, o, oh, q0:q1]
+                            ih = oh * sh + a * dh - ph
+                            if sw == 1:
+                                x_row = x[n, c, ih, q0 + off:q1 + off]
+                                for j in range(q1 - q0):
+                                    total += g_row[j] * x_row[j]
+                            else:
+                                x_rs = x[n, c, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
+                                for j in range(q1 - q0):
+                                    total += g_row[j] * x_rs[j]
+                    gw[o, ci, a, b] += total
+
+    @njit(cache=True, parallel=True)
+    def grad_weight_nb(x, gy, gw, geo, groups):
+        for p in prange(gw.shape[0] * gw.shape[1]):
+            grad_weight_planes(x, gy, gw, geo, groups, p, p + 1)
+
+
+def _numba_ok(a, use_numba):
+    return njit is not None and use_numba and isinstance(a, np.ndarray)
+
+
+def direct_forward(x, w, y, geo, groups, use_numba=True):
+    """``y`` (any contents; fully written by the kernel, zeroed for the reference)."""
+    if not _numba_ok(x, use_numba):
+        y[...] = 0
+        return direct_forward_ref(x, w, y, geo, groups)
+    launch(forward_nb, forward_planes, y.size * w.shape[1] * geo[0] * geo[1],
+           w.shape[0] * x.shape[0], x, w, y, tuple(geo), groups)
+    return y
+
+
+def direct_grad_input(gy, w, gx, geo, groups, use_numba=True):
+    """``gx`` (fully written; zeroed for the reference)."""
+    if not _numba_ok(gy, use_numba):
+        gx[...] = 0
+        return direct_grad_input_ref(gy, w, gx, geo, groups)
+    launch(grad_input_nb, grad_input_planes, gy.size * w.shape[1] * geo[0] * geo[1],
+           gx.shape[1] * gy.shape[0], gy, w, gx, tuple(geo), groups)
+    return gx
+
+
+def direct_grad_weight(x, gy, gw, geo, groups, use_numba=True):
+    """``gw`` must be zeroed by the caller."""
+    if not _numba_ok(x, use_numba):
+        return direct_grad_weight_ref(x, gy, gw, geo, groups)
+    launch(grad_weight_nb, grad_weight_planes, gy.size * gw.shape[1] * geo[0] * geo[1],
+           gw.shape[0] * gw.shape[1], x, gy, gw, tuple(geo), groups)
+    return gw
