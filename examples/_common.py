@@ -1,0 +1,250 @@
+"""What every training script in ``examples/`` shares: flags, data, batches, checkpoints.
+
+Each script builds its model and writes one ``train_epoch(epoch) -> metrics`` function;
+``fit`` runs the epochs and takes care of the rest:
+
+* ``--resume CHECKPOINT`` restores the models, optimizers, schedulers, the epoch, the
+  metric history and LeZero's random generator, so a resumed run continues exactly as an
+  uninterrupted one would (batch orders come from ``(seed, epoch)``, not from state);
+* after every epoch ``OUT/checkpoint.npz`` is written atomically (a crash never leaves a
+  half-written file), and at the end ``OUT/model.npz`` holds the weights alone;
+* ``OUT/history.json`` records the metrics per epoch.
+"""
+import argparse
+import contextlib
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))      # run from a checkout without installing
+
+import lezero as lz  # noqa: E402
+from lezero import cuda  # noqa: E402
+from lezero.core import get_rng_state, set_rng_state  # noqa: E402
+from lezero.utils.serialization import atomic_write  # noqa: E402
+
+
+# ----- flags ------------------------------------------------------------------------------
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
+                     argparse.ArgumentDefaultsHelpFormatter):
+    """Keep the docstring's layout (its command lines) and show every default."""
+
+
+def make_parser(name, description, epochs, batch_size, lr):
+    """The flags every example takes, with the example's own small defaults."""
+    p = argparse.ArgumentParser(prog=f"python examples/train_{name}.py",
+                                description=description, formatter_class=_HelpFormatter)
+    p.add_argument("--epochs", type=int, default=epochs, help="total epochs to train")
+    p.add_argument("--batch-size", type=int, default=batch_size, help="samples per step")
+    p.add_argument("--lr", type=float, default=lr, help="initial learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights, batches, dropout")
+    p.add_argument("--out", default=os.path.join("runs", name),
+                   help="directory for checkpoint.npz, model.npz and history.json")
+    p.add_argument("--resume", metavar="CHECKPOINT",
+                   help="continue from a checkpoint.npz written by this script (keep the "
+                        "other flags as they were: the schedule was planned for --epochs)")
+    p.add_argument("--stop-after", type=int, default=None, metavar="N",
+                   help="run at most N epochs in this invocation (resume later)")
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="gpu needs CuPy and a CUDA device")
+    p.add_argument("--threads", type=int, default=1,
+                   help="BLAS and Numba threads; 0 leaves the libraries' defaults (small "
+                        "models gain nothing from more threads, and lose much on a busy "
+                        "machine)")
+    return p
+
+
+def check_args(parser, args):
+    """Reject nonsense early, with the flag's name."""
+    for flag in ("epochs", "batch_size"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.lr <= 0:
+        parser.error("--lr must be positive")
+    if args.device == "gpu" and not cuda.is_available():
+        parser.error("--device gpu: CuPy with a CUDA device is not available")
+    return args
+
+
+@contextlib.contextmanager
+def thread_limit(n):
+    """At most ``n`` BLAS and Numba threads inside the block (no-op for 0)."""
+    if not n:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+    import numba
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+    with threadpool_limits(limits=n):
+        try:
+            yield
+        finally:
+            numba.set_num_threads(previous)
+
+
+# ----- data ------------------------------------------------------------------------------
+
+def digits(train=True, size=8, channels=1):
+    """scikit-learn's 8x8 digits as float32 (N, channels, size, size) in [0, 1] and int64
+    labels; ``size`` a multiple of 8 repeats pixels (nearest-neighbour upscaling)."""
+    from lezero.data.datasets import Digits
+    ds = Digits(train=train)
+    x = ds.data[:, None]
+    if size != 8:
+        if size % 8:
+            raise ValueError(f"digits: size must be a multiple of 8, got {size}")
+        x = x.repeat(size // 8, axis=2).repeat(size // 8, axis=3)
+    return np.ascontiguousarray(np.repeat(x, channels, axis=1)), ds.targets
+
+
+def cifar10(train=True, download=False):
+    """CIFAR-10 as float32 (N, 3, 32, 32) in [0, 1] and int64 labels."""
+    from lezero.data.datasets import CIFAR10
+    ds = CIFAR10(train=train, download=download)
+    x = np.asarray(ds.data, dtype=np.float32).transpose(0, 3, 1, 2) / 255.0
+    return np.ascontiguousarray(x), np.asarray(ds.targets, dtype=np.int64)
+
+
+def batches(arrays, batch_size, seed, epoch, shuffle=True, drop_last=False):
+    """Yield tuples of aligned batches.  The order depends only on ``(seed, epoch)``, so
+    a resumed run sees exactly the batches the uninterrupted run would have seen."""
+    n = len(arrays[0])
+    order = (np.random.default_rng([seed, epoch]).permutation(n) if shuffle
+             else np.arange(n))
+    stop = n - n % batch_size if drop_last else n
+    for i in range(0, stop, batch_size):
+        idx = order[i:i + batch_size]
+        yield tuple(a[idx] for a in arrays)
+
+
+def to_device(args, *arrays):
+    """The arrays on the chosen device (CuPy for --device gpu)."""
+    out = tuple(cuda.as_cupy(a) if args.device == "gpu" else a for a in arrays)
+    return out if len(out) > 1 else out[0]
+
+
+def accuracy(model, x, t, args, batch_size=256):
+    """Classification accuracy in eval mode, without a graph."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    with lz.no_grad():
+        for (xb, tb) in batches((x, t), batch_size, 0, 0, shuffle=False):
+            logits = model(to_device(args, xb)).data
+            correct += int((cuda.as_numpy(logits).argmax(axis=1) == tb).sum())
+    model.train(was_training)
+    return correct / len(x)
+
+
+# ----- checkpoints and the epoch loop --------------------------------------------------
+
+def save_checkpoint(path, modules, optimizers, schedulers, epoch, history):
+    """Everything that decides the rest of the run, in one atomically written file."""
+    lz.save({"modules": {k: m.state_dict() for k, m in modules.items()},
+             "optimizers": {k: o.state_dict() for k, o in optimizers.items()},
+             "schedulers": {k: s.state_dict() for k, s in schedulers.items()},
+             "epoch": epoch, "history": history, "rng": get_rng_state()}, path)
+
+
+def load_checkpoint(path, modules, optimizers, schedulers):
+    """Restore a checkpoint in place; returns ``(epochs_done, history)``."""
+    ck = lz.load(path)
+    for group, objects in (("modules", modules), ("optimizers", optimizers),
+                           ("schedulers", schedulers)):
+        missing = set(objects) - set(ck[group])
+        if missing:
+            raise SystemExit(f"--resume {path}: the checkpoint has no {group} "
+                             f"{sorted(missing)}; was it written by this script?")
+        for key, obj in objects.items():
+            obj.load_state_dict(ck[group][key])
+    set_rng_state(ck["rng"])
+    return int(ck["epoch"]), list(ck["history"])
+
+
+def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
+    """Run epochs ``[start, args.epochs)``, checkpointing after each; returns the history
+    (one dict of metrics per epoch).  ``modules``/``optimizers``/``schedulers`` are dicts
+    name -> object (a GAN has two of each)."""
+    schedulers = schedulers or {}
+    os.makedirs(args.out, exist_ok=True)
+    if args.device == "gpu":
+        for m in modules.values():
+            m.to_gpu()
+    start, history = 0, []
+    if args.resume:
+        start, history = load_checkpoint(args.resume, modules, optimizers, schedulers)
+        print(f"resumed from {args.resume} after epoch {start}")
+    ckpt = os.path.join(args.out, "checkpoint.npz")
+    stop = args.epochs if args.stop_after is None else min(args.epochs,
+                                                             start + args.stop_after)
+    with thread_limit(args.threads):
+        for epoch in range(start, stop):
+            t0 = time.perf_counter()
+            for m in modules.values():
+                m.train()
+            metrics = dict(train_epoch(epoch))
+            if evaluate is not None:
+                metrics.update(evaluate())
+            metrics["seconds"] = round(time.perf_counter() - t0, 3)
+            history.append(metrics)
+            save_checkpoint(ckpt, modules, optimizers, schedulers, epoch + 1, history)
+            shown = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in metrics.items())
+            print(f"epoch {epoch + 1}/{args.epochs}  {shown}", flush=True)
+    for key, m in modules.items():
+        name = "model.npz" if len(modules) == 1 else f"{key}.npz"
+        m.save(os.path.join(args.out, name))
+    write_json(os.path.join(args.out, "history.json"), history)
+    print(f"wrote {ckpt} and the weights to {args.out}")
+    return history
+
+
+def mean(values):
+    return float(np.mean(values)) if len(values) else float("nan")
+
+
+def save_image_grid(images, path, title=None, cols=8):
+    """Save (N, 1 or 3, H, W) images in [0, 1] as a PNG grid (atomic write)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    images = np.clip(cuda.as_numpy(images), 0, 1)
+    rows = int(np.ceil(len(images) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * 0.9, rows * 0.9 + 0.4))
+    for ax, img in zip(np.ravel(axes), list(images) + [None] * (rows * cols - len(images))):
+        ax.axis("off")
+        if img is not None:
+            ax.imshow(img[0] if img.shape[0] == 1 else img.transpose(1, 2, 0),
+                      cmap="gray", vmin=0, vmax=1)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=80))
+    plt.close(fig)
+
+
+def char_corpus(path=None, val_fraction=0.1):
+    """A text as character ids: ``(train_ids, val_ids, vocab)``; LeZero's shipped story
+    unless ``path`` names a UTF-8 text file.  The last ``val_fraction`` is held out."""
+    from lezero.data.datasets import load_corpus
+    if path:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = load_corpus()
+    vocab = sorted(set(text))
+    index = {c: i for i, c in enumerate(vocab)}
+    ids = np.array([index[c] for c in text], dtype=np.int64)
+    cut = int(len(ids) * (1 - val_fraction))
+    return ids[:cut], ids[cut:], vocab
+
+
+def write_json(path, obj):
+    """Write ``obj`` as JSON atomically."""
+    text = json.dumps(obj, indent=1)
+    atomic_write(path, lambda f: f.write(text.encode()))
