@@ -84,20 +84,22 @@ class Seq2SeqTransformer(nn.Module):
         out = self.decode(tgt, memory, tgt_key_padding_mask, src_key_padding_mask)
         return self.generator(out)
 
-    def greedy_decode(self, src, max_len, bos, eos=None):
+    def greedy_decode(self, src, max_len, bos, eos=None, src_key_padding_mask=None):
         """Translate ``src`` (B, S) by picking the likeliest token at each step; returns
-        int ids (B, <= max_len) starting with ``bos`` (stops early when all reach eos)."""
+        int ids (B, <= max_len) starting with ``bos`` (stops early when all reach eos).
+        Pass the ``src_key_padding_mask`` used in training when sources are padded."""
         xp = cuda.get_array_module(self.generator.weight.data)
         src = xp.asarray(src)
+        mask = src_key_padding_mask
         was_training = self.training
         self.eval()
         try:
             with lz.no_grad():
-                memory = self.encode(src)
+                memory = self.encode(src, mask)
                 ys = xp.full((src.shape[0], 1), bos, dtype=np.int64)
                 done = xp.zeros(src.shape[0], dtype=bool)
                 for _ in range(max_len - 1):
-                    out = self.decode(ys, memory)
+                    out = self.decode(ys, memory, memory_key_padding_mask=mask)
                     nxt = self.generator(out[:, -1]).data.argmax(axis=-1)
                     ys = xp.concatenate([ys, nxt[:, None].astype(np.int64)], axis=1)
                     if eos is not None:

@@ -42,7 +42,10 @@ class VGG(nn.Module):
     layers with ReLU and dropout.
 
     ``small_input=True`` is the CIFAR-style head: pool to 1x1 and use ``hidden``-wide
-    linear layers (default 512) instead of 7x7 and 4096, for 32x32 images.
+    linear layers (default 512) instead of 7x7 and 4096, for 32x32 images.  Its linear
+    layers keep PyTorch's default initialisation: torchvision's N(0, 0.01) is tuned for
+    4096-wide layers and makes a narrow head's signal vanish (three layers at width 64
+    scale it by 0.08 each).
     """
 
     def __init__(self, features, num_classes=1000, init_weights=True, dropout=0.5,
@@ -58,7 +61,7 @@ class VGG(nn.Module):
             nn.Linear(hidden, hidden), nn.ReLU(True), nn.Dropout(p=dropout),
             nn.Linear(hidden, num_classes))
         if init_weights:
-            init_cnn_(self, linear_std=0.01)
+            init_cnn_(self, linear_std=None if small_input else 0.01)
 
     def forward(self, x):
         x = self.avgpool(self.features(x))
