@@ -89,7 +89,7 @@ def _module_of(a):
 # lazily by the convolution code, so ``import lezero`` does not pay for importing Numba.
 
 try:
-    from numba import njit, prange
+    from numba import njit, prange, uint64
 except ImportError:          # the references above still work without Numba
     njit = None
 
@@ -108,42 +108,42 @@ if njit is not None:
 
     @njit(cache=True, nogil=True)
     def im2col_planes(x, col, geo, first, stop):
-        """im2col for the (n, c) planes ``first <= c * N + n < stop``; zero runs are written
-        without loads and the in-range part of each row is one (strided) copy."""
+        """im2col for the (n, c) planes ``first <= c * N + n < stop``.
+
+        Each (tap, depth) pair copies rows of one flat input plane into one flat column
+        row.  Indices are unsigned: Numba then skips its negative-index wrap-around test,
+        which would otherwise keep LLVM from vectorising the copies."""
         N, C, D, H, W = x.shape
         kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
         K = kd * kh * kw
+        usw = uint64(sw)
         for nc in range(first, stop):
             c = nc // N              # channel-major: consecutive planes write adjacent columns
             n = nc - c * N
             for a in range(kd):
                 for b in range(kh):
+                    r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
                     for e in range(kw):
-                        row = c * K + (a * kh + b) * kw + e
-                        # the ow range whose input column is inside x: one test per row
+                        cf = col[c * K + (a * kh + b) * kw + e, n]
                         w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
-                        ix0 = e * dw - pw
                         for od in range(Do):
                             iz = od * sd - pd + a * dd
-                            for oh in range(Ho):
-                                iy = oh * sh - ph + b * dh
-                                base = (od * Ho + oh) * Wo
-                                dst = col[row, n, base:base + Wo]
-                                if iz < 0 or iz >= D or iy < 0 or iy >= H:
-                                    dst[:] = 0
-                                    continue
-                                dst[:w0] = 0
-                                dst[w1:] = 0
-                                # 1-D row views: LLVM vectorises these loops (5-D indexing
-                                # with a possibly negative offset it does not)
-                                if sw == 1:
-                                    src = x[n, c, iz, iy, w0 + ix0:w1 + ix0]
-                                    for j in range(w1 - w0):
-                                        dst[w0 + j] = src[j]
-                                else:
-                                    srs = x[n, c, iz, iy, w0 * sw + ix0:(w1 - 1) * sw + ix0 + 1:sw]
-                                    for j in range(w1 - w0):
-                                        dst[w0 + j] = srs[j]
+                            b0 = od * Ho * Wo
+                            if iz < 0 or iz >= D or r1 <= r0:
+                                cf[b0:b0 + Ho * Wo] = 0
+                                continue
+                            xf = x[n, c, iz].reshape(H * W)
+                            cf[b0:b0 + r0 * Wo] = 0                  # rows in the padding
+                            cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
+                            for oh in range(r0, r1):
+                                base = b0 + oh * Wo
+                                cf[base:base + w0] = 0               # columns in the padding
+                                cf[base + w1:base + Wo] = 0
+                                ud = uint64(base + w0)
+                                us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
+                                for j in range(w1 - w0):
+                                    uj = uint64(j)
+                                    cf[ud + uj] = xf[us + uj * usw]
 
     @njit(cache=True, parallel=True)
     def im2col_nb(x, col, geo):
@@ -153,37 +153,32 @@ if njit is not None:
 
     @njit(cache=True, nogil=True)
     def col2im_planes(col, x, geo, first, stop):
-        """col2im for the planes ``first <= c * N + n < stop`` of ``x``."""
+        """col2im for the planes ``first <= c * N + n < stop`` of ``x`` (unsigned indices,
+        as in ``im2col_planes``)."""
         N, C, D, H, W = x.shape
         kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
         K = kd * kh * kw
+        usw = uint64(sw)
         for nc in range(first, stop):
-            c = nc // N              # channel-major: consecutive planes write adjacent columns
+            c = nc // N
             n = nc - c * N
             for a in range(kd):
                 for b in range(kh):
+                    r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
                     for e in range(kw):
-                        row = c * K + (a * kh + b) * kw + e
+                        cf = col[c * K + (a * kh + b) * kw + e, n]
                         w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
-                        ix0 = e * dw - pw
                         for od in range(Do):
                             iz = od * sd - pd + a * dd
                             if iz < 0 or iz >= D:
                                 continue
-                            for oh in range(Ho):
-                                iy = oh * sh - ph + b * dh
-                                if iy < 0 or iy >= H:
-                                    continue
-                                base = (od * Ho + oh) * Wo
-                                src = col[row, n, base + w0:base + w1]
-                                if sw == 1:
-                                    dst = x[n, c, iz, iy, w0 + ix0:w1 + ix0]
-                                    for j in range(w1 - w0):
-                                        dst[j] += src[j]
-                                else:
-                                    dss = x[n, c, iz, iy, w0 * sw + ix0:(w1 - 1) * sw + ix0 + 1:sw]
-                                    for j in range(w1 - w0):
-                                        dss[j] += src[j]
+                            xf = x[n, c, iz].reshape(H * W)
+                            for oh in range(r0, r1):
+                                ud = uint64(od * Ho * Wo + oh * Wo + w0)
+                                us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
+                                for j in range(w1 - w0):
+                                    uj = uint64(j)
+                                    xf[us + uj * usw] += cf[ud + uj]
 
     @njit(cache=True, parallel=True)
     def col2im_nb(col, x, geo):
@@ -201,12 +196,12 @@ def im2col(x, col, geo, use_numba=True):
     if not _numba_ok(x, use_numba):
         return im2col_ref(x, col, geo)
     launch(im2col_nb, im2col_planes, col.size, x.shape[0] * x.shape[1],
-           x, col, tuple(int(g) for g in geo))
+           np.ascontiguousarray(x), col, tuple(int(g) for g in geo))
     return col
 
 
 def col2im(col, x, geo, use_numba=True):
-    """Add ``col`` into the zeroed 5-D ``x``; the Numba kernel when allowed."""
+    """Add ``col`` into the zeroed 5-D ``x`` (C-contiguous); the Numba kernel when allowed."""
     if not _numba_ok(x, use_numba):
         return col2im_ref(col, x, geo)
     launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1],

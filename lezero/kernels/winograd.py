@@ -143,7 +143,7 @@ def tiles_out_ref(V, T, y, step, oy, ox, th, tw):
 # ----- Numba kernels ---------------------------------------------------------------------------
 
 try:
-    from numba import njit, prange
+    from numba import njit, prange, uint64
 except ImportError:
     njit = None
 
@@ -151,36 +151,44 @@ if njit is not None:
     @njit(cache=True, inline="always")
     def _lincomb(dst, e0, e1, e2, T, r, n, src, o0, s0, o1, s1, o2, nt):
         """``dst[e0, e1, e2 + t] = sum_q T[r, q] * src[o0 + q*s0, o1 + q*s1, o2 + t]`` for
-        ``t < nt``.  Unrolled for the transform sizes that occur (2, 4, 6 terms): each
-        output is then one vectorizable pass with no accumulator traffic.  Whole arrays
-        and indices are passed, not slices: a Numba view per row costs more than the row."""
+        ``t < nt``.  Unrolled for the transform sizes that occur (2, 4, 6 terms), so each
+        output row is one vectorisable pass; indices are unsigned so that Numba leaves out
+        its negative-index test (which would keep LLVM from vectorising)."""
+        d0, d1, d2 = uint64(e0), uint64(e1), uint64(e2)
+        i0, i1, i2 = uint64(o0), uint64(o1), uint64(o2)
+        u0, u1 = uint64(s0), uint64(s1)
         if n == 6:
             c0, c1, c2, c3, c4, c5 = T[r, 0], T[r, 1], T[r, 2], T[r, 3], T[r, 4], T[r, 5]
             for t in range(nt):
-                dst[e0, e1, e2 + t] = (c0 * src[o0, o1, o2 + t]
-                                       + c1 * src[o0 + s0, o1 + s1, o2 + t]
-                                       + c2 * src[o0 + 2 * s0, o1 + 2 * s1, o2 + t]
-                                       + c3 * src[o0 + 3 * s0, o1 + 3 * s1, o2 + t]
-                                       + c4 * src[o0 + 4 * s0, o1 + 4 * s1, o2 + t]
-                                       + c5 * src[o0 + 5 * s0, o1 + 5 * s1, o2 + t])
+                ut = uint64(t)
+                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut]
+                                        + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
+                                        + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut]
+                                        + c4 * src[i0 + 4 * u0, i1 + 4 * u1, i2 + ut]
+                                        + c5 * src[i0 + 5 * u0, i1 + 5 * u1, i2 + ut])
         elif n == 4:
             c0, c1, c2, c3 = T[r, 0], T[r, 1], T[r, 2], T[r, 3]
             for t in range(nt):
-                dst[e0, e1, e2 + t] = (c0 * src[o0, o1, o2 + t]
-                                       + c1 * src[o0 + s0, o1 + s1, o2 + t]
-                                       + c2 * src[o0 + 2 * s0, o1 + 2 * s1, o2 + t]
-                                       + c3 * src[o0 + 3 * s0, o1 + 3 * s1, o2 + t])
+                ut = uint64(t)
+                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut]
+                                        + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
+                                        + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut])
         elif n == 2:
             c0, c1 = T[r, 0], T[r, 1]
             for t in range(nt):
-                dst[e0, e1, e2 + t] = (c0 * src[o0, o1, o2 + t]
-                                       + c1 * src[o0 + s0, o1 + s1, o2 + t])
+                ut = uint64(t)
+                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut])
         else:
             for t in range(nt):
+                ut = uint64(t)
                 acc = 0.0
                 for q in range(n):
-                    acc += T[r, q] * src[o0 + q * s0, o1 + q * s1, o2 + t]
-                dst[e0, e1, e2 + t] = acc
+                    uq = uint64(q)
+                    acc += T[r, q] * src[i0 + uq * u0, i1 + uq * u1, i2 + ut]
+                dst[d0, d1, d2 + ut] = acc
 
     @njit(cache=True, nogil=True)
     def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
@@ -193,20 +201,26 @@ if njit is not None:
         hb, wb = (th - 1) * step + a, (tw - 1) * step + a
         y0, y1 = max(0, py), min(hb, H + py)      # buffer rows/cols that hold x
         x0, x1 = max(0, px), min(wb, W + px)
+        ustep = uint64(step)
         buf = np.zeros((hb, wb), dtype=x.dtype)   # its border stays zero: padding
         d = np.empty((a, a, nt), dtype=x.dtype)
         tmp = np.empty((alpha, a, nt), dtype=x.dtype)
         for nc in range(first, stop):
             c = nc // N              # channel-major: consecutive planes write adjacent columns
             n = nc - c * N
+            # unsigned indices: no negative-index tests, so these loops vectorise
             for r in range(y0, y1):
-                for q in range(x0, x1):
-                    buf[r, q] = x[n, c, r - py, q - px]
+                row = uint64(r - py)
+                for q in range(x1 - x0):
+                    uq = uint64(q)
+                    buf[r, uint64(x0) + uq] = x[n, c, row, uint64(x0 - px) + uq]
             for k in range(a):
                 for l in range(a):
                     for ty in range(th):
+                        brow, drow = uint64(ty * step + k), uint64(ty * tw)
                         for tx in range(tw):
-                            d[k, l, ty * tw + tx] = buf[ty * step + k, tx * step + l]
+                            ux = uint64(tx)
+                            d[k, l, drow + ux] = buf[brow, ux * ustep + uint64(l)]
             for i in range(alpha):                  # vertical: tmp[i, l] = sum_k T[i, k] d[k, l]
                 for l in range(a):
                     _lincomb(tmp, i, l, 0, T, i, a, d, 0, 1, l, 0, 0, nt)
@@ -232,6 +246,7 @@ if njit is not None:
         hb, wb = (th - 1) * step + a, (tw - 1) * step + a
         y0, y1 = max(0, oy), min(hb, H + oy)      # buffer rows/cols that land in y
         x0, x1 = max(0, ox), min(wb, W + ox)
+        ustep = uint64(step)
         r1 = np.empty((alpha, a, nt), dtype=y.dtype)
         z = np.empty((a, a, nt), dtype=y.dtype)
         buf = np.empty((hb, wb), dtype=y.dtype)
@@ -249,11 +264,15 @@ if njit is not None:
             for r in range(a):
                 for cc in range(a):
                     for ty in range(th):
+                        brow, zrow = uint64(ty * step + r), uint64(ty * tw)
                         for tx in range(tw):
-                            buf[ty * step + r, tx * step + cc] += z[r, cc, ty * tw + tx]
+                            ux = uint64(tx)
+                            buf[brow, ux * ustep + uint64(cc)] += z[r, cc, zrow + ux]
             for r in range(y0, y1):
-                for q in range(x0, x1):
-                    y[n, c, r - oy, q - ox] += buf[r, q]
+                row = uint64(r - oy)
+                for q in range(x1 - x0):
+                    uq = uint64(q)
+                    y[n, c, row, uint64(x0 - ox) + uq] += buf[r, uint64(x0) + uq]
 
     @njit(cache=True, parallel=True)
     def tiles_out_nb(V, T, y, step, oy, ox, th, tw):
