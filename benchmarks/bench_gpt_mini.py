@@ -1,0 +1,175 @@
+"""GPT-mini training step, LeZero vs PyTorch CPU: same architecture, same weights, same
+thread count, one process.
+
+    python benchmarks/bench_gpt_mini.py          # BENCH_THREADS=n picks the thread count
+
+The model is ``lezero.nn.models.GPT`` with 2 pre-norm blocks, d_model 128, 4 heads,
+context 64, vocabulary 256, tied embedding/head; the step is a batch of 16 sequences:
+forward, next-token cross entropy, backward, AdamW.  PyTorch runs the same layout built
+from ``torch.nn`` with the same weights (checked: the first losses agree).  Target
+(issue 5): at most 1.2x PyTorch.  Also printed: the time of the step's matrix products
+alone, done with NumPy on the same shapes (the floor for a NumPy framework).
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import report, set_threads  # noqa: E402
+
+VOCAB, BLOCK, LAYERS, HEADS, D_MODEL, BATCH = 256, 64, 2, 4, 128, 16
+
+
+# ----- timing shared by the zoo benchmarks ---------------------------------------------------
+
+def limit_threads(n):
+    """Give NumPy's BLAS, Numba and PyTorch the same ``n`` threads; returns the limiter
+    (keep a reference while benchmarking)."""
+    from threadpoolctl import threadpool_limits
+    import numba
+    import torch
+    torch.set_num_threads(n)
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    return threadpool_limits(limits=n)
+
+
+def interleaved_best(fns, rounds=10, warmup=2):
+    """Best seconds per call of each function, timed in alternating rounds so that all
+    of them meet the same machine load (our machine is shared with other jobs)."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+# ----- the two implementations ---------------------------------------------------------------
+
+def lezero_step_fn(idx, targets):
+    import lezero as lz
+    from lezero import optim
+    from lezero.nn.models import GPT
+    lz.manual_seed(0)
+    model = GPT(vocab_size=VOCAB, block_size=BLOCK, n_layer=LAYERS, n_head=HEADS,
+                d_model=D_MODEL)
+    opt = optim.AdamW(model.parameters(), lr=3e-4)
+
+    def step():
+        loss = model.loss(idx, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return model, step
+
+
+def torch_step_fn(state_dict, idx, targets):
+    import torch
+    from torch import nn
+    F = nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
+            self.attn, self.mlp = nn.Module(), nn.Module()
+            self.attn.c_attn = nn.Linear(D_MODEL, 3 * D_MODEL)
+            self.attn.c_proj = nn.Linear(D_MODEL, D_MODEL)
+            self.mlp.c_fc = nn.Linear(D_MODEL, 4 * D_MODEL)
+            self.mlp.c_proj = nn.Linear(4 * D_MODEL, D_MODEL)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = (t.view(B, T, HEADS, C // HEADS).transpose(1, 2)
+                       for t in self.attn.c_attn(self.ln_1(x)).split(C, dim=2))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
+            return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = nn.ModuleDict(dict(
+                wte=nn.Embedding(VOCAB, D_MODEL), wpe=nn.Embedding(BLOCK, D_MODEL),
+                h=nn.ModuleList([Block() for _ in range(LAYERS)]), ln_f=nn.LayerNorm(D_MODEL)))
+            self.lm_head = nn.Linear(D_MODEL, VOCAB, bias=False)
+            self.transformer.wte.weight = self.lm_head.weight
+
+        def forward(self, i):
+            tr = self.transformer
+            x = tr.wte(i) + tr.wpe(torch.arange(i.shape[1]))
+            for block in tr.h:
+                x = block(x)
+            return self.lm_head(tr.ln_f(x))
+
+    model = GPT()
+    model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()})
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    it, tt = torch.from_numpy(idx), torch.from_numpy(targets)
+
+    def step():
+        loss = F.cross_entropy(model(it).reshape(-1, VOCAB), tt.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return step
+
+
+def numpy_matmuls_fn():
+    """The step's matrix products on the same shapes: per linear layer one forward and
+    two backward GEMMs, per attention two forward and four backward batched products."""
+    rng = np.random.default_rng(0)
+    n, hd = BATCH * BLOCK, D_MODEL // HEADS
+    linears = [(D_MODEL, 3 * D_MODEL), (D_MODEL, D_MODEL), (D_MODEL, 4 * D_MODEL),
+               (4 * D_MODEL, D_MODEL)] * LAYERS + [(D_MODEL, VOCAB)]
+    mats = [(rng.standard_normal((n, i), np.float32), rng.standard_normal((i, o), np.float32),
+             rng.standard_normal((n, o), np.float32)) for i, o in linears]
+    q, k, v, do = (rng.standard_normal((BATCH * HEADS, BLOCK, hd), np.float32)
+                   for _ in range(4))
+    p = rng.standard_normal((BATCH * HEADS, BLOCK, BLOCK), np.float32)
+
+    def step():
+        for x, w, dy in mats:
+            x @ w
+            dy @ w.T
+            x.T @ dy
+        for _ in range(LAYERS):
+            q @ k.transpose(0, 2, 1)
+            p @ v
+            p.transpose(0, 2, 1) @ do
+            do @ v.transpose(0, 2, 1)
+            p @ k
+            p.transpose(0, 2, 1) @ q
+    return step
+
+
+def main():
+    threads = set_threads()
+    limiter = limit_threads(threads)  # noqa: F841  (kept alive while timing)
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, VOCAB, (BATCH, BLOCK))
+    targets = rng.integers(0, VOCAB, (BATCH, BLOCK))
+    model, ours = lezero_step_fn(idx, targets)
+    theirs = torch_step_fn(model.state_dict(), idx, targets)
+    first_ours, first_theirs = ours(), theirs()
+    assert abs(first_ours - first_theirs) < 1e-4 * abs(first_theirs), \
+        f"the two models differ: losses {first_ours} and {first_theirs}"
+    t_ours, t_theirs, t_mm = interleaved_best([ours, theirs, numpy_matmuls_fn()])
+    report(f"GPT-mini training step ({LAYERS} blocks, d_model {D_MODEL}, {HEADS} heads, "
+           f"sequence {BLOCK}, batch {BATCH}, vocabulary {VOCAB}, AdamW; {threads} threads)",
+           [("LeZero step vs PyTorch", t_ours, t_theirs, 1.2),
+            ("NumPy matmuls alone vs PyTorch", t_mm, t_theirs, None)])
+    print(f"first-step losses: LeZero {first_ours:.6f}, PyTorch {first_theirs:.6f}; "
+          f"LeZero spends {t_mm / t_ours:.0%} of its step in NumPy-sized matmuls")
+
+
+if __name__ == "__main__":
+    main()
