@@ -165,10 +165,11 @@ class Winograd(Algorithm):
         xb = math.prod(prob.x_shape) * prob.itemsize
         yb = math.prod(prob.y_shape) * prob.itemsize
         # A transform does ~alpha multiply-adds per element it writes, and each (n, c)
-        # plane costs a few microseconds of loop set-up (measured: ~2.5 us for F(4x4)).
+        # plane costs loop set-up that grows with the number of tile positions (~3 us
+        # for F(4x4)); both fitted to single-thread measurements of the two tile sizes.
         work = self.alpha / 2.0
         px, py = prob.batch * ci, prob.batch * co
-        plane = 2.5e-6 * a2 / 36.0
+        plane = 3e-6 * a2 / 36.0
         tin = stream_seconds((xb + vb) * work) + px * plane        # x -> V
         tgy = stream_seconds((yb + mb) * work) + py * plane        # gy -> Gy
         if op == "forward":
