@@ -82,7 +82,7 @@ def torch_epoch_fn(state_dict, x, t, orders):
 
 def main():
     threads = set_threads()
-    limiter = limit_threads(threads)  # noqa: F841  (kept alive while timing)
+    limit_threads(threads)
     x, t = load()
     orders = epoch_orders(len(x))
     model, ours = lezero_epoch_fn(x, t, orders)

@@ -25,8 +25,8 @@ VOCAB, BLOCK, LAYERS, HEADS, D_MODEL, BATCH = 256, 64, 2, 4, 128, 16
 # ----- timing shared by the zoo benchmarks ---------------------------------------------------
 
 def limit_threads(n):
-    """Give NumPy's BLAS, Numba and PyTorch the same ``n`` threads; returns the limiter
-    (keep a reference while benchmarking)."""
+    """Give NumPy's BLAS, Numba and PyTorch the same ``n`` threads for the rest of the
+    process."""
     from threadpoolctl import threadpool_limits
     import numba
     import torch
@@ -153,7 +153,7 @@ def numpy_matmuls_fn():
 
 def main():
     threads = set_threads()
-    limiter = limit_threads(threads)  # noqa: F841  (kept alive while timing)
+    limit_threads(threads)
     rng = np.random.default_rng(0)
     idx = rng.integers(0, VOCAB, (BATCH, BLOCK))
     targets = rng.integers(0, VOCAB, (BATCH, BLOCK))

@@ -81,7 +81,7 @@ def numpy_matmuls_fn(x):
 
 def main():
     threads = set_threads()
-    limiter = limit_threads(threads)  # noqa: F841  (kept alive while timing)
+    limit_threads(threads)
     x = np.random.default_rng(0).standard_normal((SEQ, BATCH, INPUT)).astype(np.float32)
     lstm, ours = lezero_step_fn(x)
     theirs = torch_step_fn(lstm.state_dict(), x)

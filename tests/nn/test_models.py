@@ -8,7 +8,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from lezero import nn, optim
+from lezero import optim
 from lezero.nn import models
 
 tnn = torch.nn
