@@ -37,13 +37,18 @@ def _tap_slices(geo, out_hw, in_hw):
             yield a, b, ys, xs
 
 
+def _flat(a, n, groups, per_group):
+    """(n, groups * per_group, r, q) -> (n, groups, per_group, r * q), empty batches too."""
+    return a.reshape(n, groups, per_group, a.shape[2] * a.shape[3])
+
+
 def direct_forward_ref(x, w, y, geo, groups):
     """``y`` (zeroed) += the convolution of ``x`` with ``w``; NumPy/CuPy."""
     n, c = x.shape[:2]
     o, cg = w.shape[:2]
     og = o // groups
     for a, b, ys, xs in _tap_slices(geo, y.shape[2:], x.shape[2:]):
-        xt = x[(Ellipsis,) + xs].reshape(n, groups, cg, -1)
+        xt = _flat(x[(Ellipsis,) + xs], n, groups, cg)
         wt = w[:, :, a, b].reshape(groups, og, cg)
         y[(Ellipsis,) + ys] += (wt @ xt).reshape((n, o) + y[(Ellipsis,) + ys].shape[2:])
     return y
@@ -55,7 +60,7 @@ def direct_grad_input_ref(gy, w, gx, geo, groups):
     c, cg = gx.shape[1], w.shape[1]
     og = o // groups
     for a, b, ys, xs in _tap_slices(geo, gy.shape[2:], gx.shape[2:]):
-        gt = gy[(Ellipsis,) + ys].reshape(n, groups, og, -1)
+        gt = _flat(gy[(Ellipsis,) + ys], n, groups, og)
         wt = w[:, :, a, b].reshape(groups, og, cg).transpose(0, 2, 1)
         gx[(Ellipsis,) + xs] += (wt @ gt).reshape((n, c) + gx[(Ellipsis,) + xs].shape[2:])
     return gx
@@ -67,8 +72,8 @@ def direct_grad_weight_ref(x, gy, gw, geo, groups):
     o, cg = gw.shape[:2]
     og = o // groups
     for a, b, ys, xs in _tap_slices(geo, gy.shape[2:], x.shape[2:]):
-        xt = x[(Ellipsis,) + xs].reshape(n, groups, cg, -1)
-        gt = gy[(Ellipsis,) + ys].reshape(n, groups, og, -1)
+        xt = _flat(x[(Ellipsis,) + xs], n, groups, cg)
+        gt = _flat(gy[(Ellipsis,) + ys], n, groups, og)
         gw[:, :, a, b] += (gt @ xt.transpose(0, 1, 3, 2)).sum(axis=0).reshape(o, cg)
     return gw
 

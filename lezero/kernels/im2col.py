@@ -53,10 +53,11 @@ def im2col_ref(x, col, geo):
     width = _pad_width(geo, x.shape[2:])
     # Crop first: an input larger than the windows cover (negative high padding) is fine.
     xpad = xp_.pad(x, [(0, 0), (0, 0)] + width)
-    col5 = col.reshape(C, K, N, -1)
+    L = geo[12] * geo[13] * geo[14]
+    col5 = col.reshape(C, K, N, L)
     for p, sl in _views(geo, x.shape[2:]):
         patch = xpad[(slice(None), slice(None)) + sl]               # (N, C, Do, Ho, Wo)
-        col5[:, p] = patch.reshape(N, C, -1).transpose(1, 0, 2)
+        col5[:, p] = patch.reshape(N, C, L).transpose(1, 0, 2)
     return col
 
 

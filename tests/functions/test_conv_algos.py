@@ -229,3 +229,16 @@ def test_cupy_matches_numpy(algo):
     check_torch(lambda x, w: F.conv2d(x, w, padding=1, groups=groups, algo=algo),
                 lambda x, w: TF.conv2d(x, w, padding=1, groups=groups), x, w, xp=cupy,
                 rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("algo", list(select.ALGORITHMS))
+def test_empty_batch_and_non_contiguous_inputs(algo):
+    w = lz.Variable(rand(4, 3, 3, 3, dtype=np.float32))
+    x = lz.Variable(np.zeros((0, 3, 5, 5), np.float32))
+    y = F.conv2d(x, w, padding=1, algo=algo)
+    y.sum().backward()
+    assert y.shape == (0, 4, 5, 5) and x.grad.shape == x.shape and not w.grad.data.any()
+    base = rand(3, 6, 2, 5, dtype=np.float32)                 # a transposed view as input
+    xt = base.transpose(2, 0, 3, 1)                           # (2, 3, 5, 6), not contiguous
+    check_torch(lambda a, k: F.conv2d(a, k, padding=1, algo=algo),
+                lambda a, k: TF.conv2d(a, k, padding=1), xt, w.data, rtol=1e-4, atol=2e-5)

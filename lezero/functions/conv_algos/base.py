@@ -174,6 +174,8 @@ def gemm_seconds(m, n, k, batch=1, complex_=False):
     """Predicted time of one stacked matmul of ``batch`` (m x k) @ (k x n) products."""
     flops = 2.0 * m * n * k * batch * (4 if complex_ else 1)
     small = min(m, n, k)
+    if small == 0:                      # an empty batch or channel dim: nothing to multiply
+        return MACHINE["call_s"]
     rate = MACHINE["gemm_gflops"] * 1e9 * small / (small + MACHINE["gemm_half_dim"])
     return flops / rate + MACHINE["call_s"] + batch * MACHINE["gemm_matrix_s"]
 

@@ -50,8 +50,9 @@ def col2im(col, geom, x_shape, dtype):
 def channels_first(gy, name="gy_t"):
     """``gy (N, C, *spatial)`` transposed to ``(C, N, L)`` in a scratch buffer."""
     N, C = gy.shape[:2]
-    out = scratch(name, (C, N, math.prod(gy.shape[2:])), gy.dtype, xp_of(gy))
-    out[...] = gy.reshape(N, C, -1).transpose(1, 0, 2)
+    L = math.prod(gy.shape[2:])
+    out = scratch(name, (C, N, L), gy.dtype, xp_of(gy))
+    out[...] = gy.reshape(N, C, L).transpose(1, 0, 2)
     return out
 
 
