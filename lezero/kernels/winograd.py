@@ -225,7 +225,7 @@ if njit is not None:
                 for l in range(a):
                     _lincomb(tmp, i, l, 0, T, i, a, d, 0, 1, l, 0, 0, nt)
             base = n * nt
-            for i in range(alpha):                  # horizontal: out[i, j] = sum_l T[j, l] tmp[i, l]
+            for i in range(alpha):                  # horizontal: out[i,j] = sum_l T[j,l] tmp[i,l]
                 for j in range(alpha):
                     _lincomb(out, i * alpha + j, c, base, T, j, a, tmp, i, 0, 0, 1, 0, nt)
 

@@ -22,13 +22,13 @@ from sklearn.datasets import load_digits
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.conv_algos import autotune, select
+from lezero.functions.conv_algos import autotune, parallel, select
 # %matplotlib inline
 
 rng = np.random.default_rng(0)
 ALGOS = list(select.ALGORITHMS)
 COLORS = dict(zip(ALGOS, ["tab:blue", "tab:orange", "tab:red", "tab:green", "tab:purple"]))
-print("algorithms:", ALGOS, "| threads per convolution:", lz.functions.conv_algos.parallel.threads())
+print("algorithms:", ALGOS, "| threads per convolution:", parallel.threads())
 
 # %% [markdown]
 # ## What im2col builds

@@ -9,6 +9,9 @@ import lezero as lz
 import lezero.functions as F
 from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
 
+# PyTorch warns that it copies the input for padding="same" with even kernels; we test that.
+pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")
+
 # (x shape, w shape, kwargs, with bias)
 CONV2D = [
     ((2, 3, 5, 5), (4, 3, 3, 3), dict(padding=1), True),
@@ -100,7 +103,8 @@ def test_unbatched_inputs_match_torch():
     check_torch(lambda x, w: F.conv_transpose2d(x, w, stride=2),
                 lambda x, w: TF.conv_transpose2d(x, w, stride=2),
                 rand(3, 3, 2, dtype=np.float32), rand(3, 2, 2, 2, dtype=np.float32, seed=1))
-    check_torch(lambda x: F.unfold(x, 2), lambda x: TF.unfold(x, 2), rand(2, 4, 3, dtype=np.float32))
+    check_torch(lambda x: F.unfold(x, 2), lambda x: TF.unfold(x, 2),
+                rand(2, 4, 3, dtype=np.float32))
     check_torch(lambda c: F.fold(c, (3, 3), 2), lambda c: TF.fold(c, (3, 3), 2),
                 rand(8, 4, dtype=np.float32))
 
@@ -151,16 +155,21 @@ W = np.zeros((2, 4, 3, 3), np.float32)
     (lambda: F.conv2d(X, W[0]), ValueError, "conv2d: weight must be 4-D"),
     (lambda: F.conv2d(X[0, 0], W), ValueError, r"conv2d: input must be 4-D .* got shape \(6, 6\)"),
     (lambda: F.conv2d(X, W[:, :3]), ValueError, "conv2d: input has 4 channels but weight"),
-    (lambda: F.conv2d(X, W.astype(np.float64)), TypeError, "conv2d: input dtype float32 and weight"),
+    (lambda: F.conv2d(X, W.astype(np.float64)),
+     TypeError, "conv2d: input dtype float32 and weight"),
     (lambda: F.conv2d(X, W[:, :2], groups=3), ValueError, "divisible by groups=3"),
     (lambda: F.conv2d(X, W, groups=0), ValueError, "conv2d: groups must be a positive int"),
     (lambda: F.conv2d(X, W, stride=0), ValueError, "conv2d: stride must be >= 1"),
-    (lambda: F.conv2d(X, W, stride=(1, 2, 3)), TypeError, "conv2d: stride must be an int or a tuple of 2"),
+    (lambda: F.conv2d(X, W, stride=(1, 2, 3)),
+     TypeError, "conv2d: stride must be an int or a tuple of 2"),
     (lambda: F.conv2d(X, W, padding=-1), ValueError, "conv2d: padding must be >= 0"),
     (lambda: F.conv2d(X, W, padding="full"), ValueError, "conv2d: padding must be an int, a tuple"),
-    (lambda: F.conv2d(X, W, padding="same", stride=2), ValueError, "'same' is not supported for strided"),
-    (lambda: F.conv2d(X, W, dilation=4), ValueError, "kernel size 9 is larger than the padded input"),
-    (lambda: F.conv2d(X, W, bias=np.zeros(3, np.float32)), ValueError, r"conv2d: bias must have shape \(2,\)"),
+    (lambda: F.conv2d(X, W, padding="same", stride=2),
+     ValueError, "'same' is not supported for strided"),
+    (lambda: F.conv2d(X, W, dilation=4),
+     ValueError, "kernel size 9 is larger than the padded input"),
+    (lambda: F.conv2d(X, W, bias=np.zeros(3, np.float32)),
+     ValueError, r"conv2d: bias must have shape \(2,\)"),
     (lambda: F.conv2d(X, W, bias=np.zeros(2)), TypeError, "conv2d: bias dtype float64"),
     (lambda: F.conv2d(X, W, algo="magic"), ValueError, "conv2d: algo must be one of"),
     (lambda: F.conv2d(X, W, stride=2, algo="winograd"), ValueError, "algo='winograd' needs a 3x3"),
@@ -169,7 +178,8 @@ W = np.zeros((2, 4, 3, 3), np.float32)
      "conv3d: algo='direct' needs a 1x1 kernel or a 1-D/2-D"),
     (lambda: F.conv1d(X, W), ValueError, "conv1d: input must be 3-D"),
     (lambda: F.conv3d(X[0], W), ValueError, r"conv3d: input must be 5-D .* got shape \(4, 6, 6\)"),
-    (lambda: F.conv_transpose2d(X, W), ValueError, "conv_transpose2d: input has 4 channels but weight"),
+    (lambda: F.conv_transpose2d(X, W),
+     ValueError, "conv_transpose2d: input has 4 channels but weight"),
     (lambda: F.conv_transpose2d(X, W.transpose(1, 0, 2, 3), stride=2, output_padding=2),
      ValueError, "output_padding must be smaller than either stride or dilation"),
     (lambda: F.conv_transpose2d(X, W.transpose(1, 0, 2, 3), padding="same"), ValueError,
@@ -180,9 +190,12 @@ W = np.zeros((2, 4, 3, 3), np.float32)
     (lambda: F.unfold(X[0, 0], 2), ValueError, "unfold: input must be 4-D"),
     (lambda: F.unfold(X, 0), ValueError, "unfold: kernel_size must be >= 1"),
     (lambda: F.unfold(X, 2, padding="same"), TypeError, "unfold: padding must be an int"),
-    (lambda: F.fold(np.zeros((1, 8, 10), np.float32), (4, 4), 2), ValueError, "fold: input has 10 blocks"),
-    (lambda: F.fold(np.zeros((1, 7, 9), np.float32), (4, 4), 2), ValueError, "fold: input dimension 1"),
-    (lambda: F.fold(np.zeros((8, 9), np.float32)[None, None], (4, 4), 2), ValueError, "fold: input must be 3-D"),
+    (lambda: F.fold(np.zeros((1, 8, 10), np.float32), (4, 4), 2),
+     ValueError, "fold: input has 10 blocks"),
+    (lambda: F.fold(np.zeros((1, 7, 9), np.float32), (4, 4), 2),
+     ValueError, "fold: input dimension 1"),
+    (lambda: F.fold(np.zeros((8, 9), np.float32)[None, None], (4, 4), 2),
+     ValueError, "fold: input must be 3-D"),
 ])
 def test_bad_inputs_name_the_operator_and_argument(call, exc, match):
     with pytest.raises(exc, match=match):

@@ -98,7 +98,8 @@ def test_numba_off_gives_the_same_results():
 def test_scratch_buffers_do_not_leak_between_calls():
     """Two shapes alternating through the same reused buffers stay correct."""
     big_x, big_w = rand(2, 8, 10, 10, dtype=np.float32), rand(8, 8, 3, 3, dtype=np.float32, seed=1)
-    small_x, small_w = rand(1, 2, 4, 4, dtype=np.float32), rand(3, 2, 3, 3, dtype=np.float32, seed=2)
+    small_x = rand(1, 2, 4, 4, dtype=np.float32)
+    small_w = rand(3, 2, 3, 3, dtype=np.float32, seed=2)
     for _ in range(2):
         for x, w in ((big_x, big_w), (small_x, small_w)):
             for algo in ("im2col", "winograd_2x2"):
@@ -110,7 +111,8 @@ def test_scratch_buffers_do_not_leak_between_calls():
 def test_cost_model_picks_the_expected_algorithm_family():
     assert select.by_model(_problem((32, 64, 32, 32), (64, 64, 3, 3), dict(padding=1)),
                            "forward").name.startswith("winograd")
-    assert select.by_model(_problem((8, 64, 16, 16), (128, 64, 1, 1), {}), "forward").name == "direct"
+    assert select.by_model(_problem((8, 64, 16, 16), (128, 64, 1, 1), {}),
+                           "forward").name == "direct"
     assert select.by_model(_problem((8, 32, 16, 16), (32, 1, 3, 3), dict(groups=32)),
                            "forward").name == "direct"
     assert select.by_model(_problem((8, 16, 32, 32), (32, 16, 3, 3), dict(stride=2)),
@@ -152,7 +154,8 @@ def test_autotune_measures_once_per_bucket_and_persists(tune_file, monkeypatch):
     assert data["version"] == autotune.VERSION and len(data["entries"]) == 3
     entry = data["entries"][autotune.bucket_key(
         _problem((6, 3, 8, 8), (4, 3, 3, 3), dict(padding=1)), "forward")]
-    assert entry["algo"] in select.ALGORITHMS and entry["algo"] == min(entry["ms"], key=entry["ms"].get)
+    assert entry["algo"] in select.ALGORITHMS
+    assert entry["algo"] == min(entry["ms"], key=entry["ms"].get)
     assert [p.name for p in tune_file.parent.iterdir()] == ["conv.json"], "no temp files left"
     # a new process (simulated) reads the file instead of measuring
     autotune.clear_memory()

@@ -2,9 +2,9 @@
 
 For ``y = conv(x, w)`` the three products are trilinear forms of the same sum, so
 
-    Conv            (x, w)  -> y      backward: gx = ConvGradInput(gy, w), gw = ConvGradWeight(x, gy)
-    ConvGradInput   (gy, w) -> gx     backward: ggy = Conv(ggx, w),        gw = ConvGradWeight(ggx, gy)
-    ConvGradWeight  (x, gy) -> gw     backward: gx = ConvGradInput(gy, ggw), ggy = Conv(x, ggw)
+    Conv            (x, w)  -> y    backward: ConvGradInput(gy, w), ConvGradWeight(x, gy)
+    ConvGradInput   (gy, w) -> gx   backward: Conv(ggx, w), ConvGradWeight(ggx, gy)
+    ConvGradWeight  (x, gy) -> gw   backward: ConvGradInput(gy, ggw), Conv(x, ggw)
 
 and every backward is again made of these Functions: any order of derivative works, and
 each product runs with the fastest algorithm for its shape.  ``ConvGradInput`` is also the

@@ -13,8 +13,6 @@ columns), so each product is a single GEMM per group over the whole batch:
 """
 import math
 
-import numpy as np
-
 from lezero import kernels
 from lezero.functions.conv_algos.base import (Algorithm, gemm_seconds, scratch,
                                               stream_seconds, xp_of)

@@ -153,7 +153,8 @@ class Winograd(Algorithm):
         th, tw = self._tiles(prob)
         t = prob.batch * th * tw
         a2 = self.alpha ** 2
-        return t, a2 * prob.in_channels * t * prob.itemsize, a2 * prob.out_channels * t * prob.itemsize
+        per_channel = a2 * t * prob.itemsize
+        return t, per_channel * prob.in_channels, per_channel * prob.out_channels
 
     def workspace_bytes(self, prob, op):
         _, vb, mb = self._sizes(prob)
