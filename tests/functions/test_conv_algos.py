@@ -245,3 +245,24 @@ def test_empty_batch_and_non_contiguous_inputs(algo):
     xt = base.transpose(2, 0, 3, 1)                           # (2, 3, 5, 6), not contiguous
     check_torch(lambda a, k: F.conv2d(a, k, padding=1, algo=algo),
                 lambda a, k: TF.conv2d(a, k, padding=1), xt, w.data, rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_batch_split_works_in_a_forked_child():
+    """A forked child inherits the parent's thread pool object but none of its threads."""
+    import multiprocessing as mp
+    x, w = rand(8, 16, 16, 16, dtype=np.float32), rand(16, 16, 3, 3, dtype=np.float32, seed=1)
+    with lz.using_config("conv_threads", 2):
+        y = F.conv2d(x, w, padding=1).data                    # the pool exists in the parent
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        child = ctx.Process(target=_conv_in_child, args=(queue, x, w))
+        child.start()
+        got = queue.get(timeout=60)
+        child.join(timeout=60)
+    np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-5)
+
+
+def _conv_in_child(queue, x, w):
+    with lz.using_config("conv_threads", 2):
+        queue.put(F.conv2d(x, w, padding=1).data)

@@ -32,7 +32,7 @@ MIN_PART_FLOPS = 4e6
 ROLES = {"forward": ("x", None), "grad_input": ("gy", None), "grad_weight": ("x", "gy")}
 
 _lock = threading.Lock()
-_pool = {"executor": None, "workers": 0, "blas": None}
+_pool = {"executor": None, "workers": 0, "pid": None, "blas": None}
 
 
 def threads():
@@ -72,13 +72,16 @@ def split(batch, parts):
 
 
 def _executor(workers):
+    """The worker pool (made anew after a fork: a child inherits no running threads)."""
     with _lock:
-        if _pool["workers"] < workers:
-            if _pool["executor"] is not None:
+        forked = _pool["pid"] != os.getpid()
+        if forked or _pool["workers"] < workers:
+            if _pool["executor"] is not None and not forked:
                 _pool["executor"].shutdown(wait=False)
             _pool["executor"] = concurrent.futures.ThreadPoolExecutor(
                 max_workers=workers, thread_name_prefix="lezero-conv")
             _pool["workers"] = workers
+            _pool["pid"] = os.getpid()
         return _pool["executor"]
 
 
