@@ -1,6 +1,7 @@
 """The autograd Functions of convolution: three products that differentiate into each other.
 
-For ``y = conv(x, w)`` the three products are trilinear forms of the same sum, so
+The forward pass and the two gradients are the three partial derivatives of one trilinear
+form, ``<conv(x, w), gy>``, so
 
     Conv            (x, w)  -> y    backward: ConvGradInput(gy, w), ConvGradWeight(x, gy)
     ConvGradInput   (gy, w) -> gx   backward: Conv(ggx, w), ConvGradWeight(ggx, gy)
@@ -15,10 +16,10 @@ import numpy as np
 
 from lezero.core import Function
 from lezero.functions.conv_algos import select
-from lezero.functions.conv_algos.parallel import drop_backward_entries, run_product
+from lezero.functions.conv_algos.base import xp_of
 from lezero.functions.conv_algos.geometry import ConvProblem
 from lezero.functions.conv_algos.im2col import col2im, im2col
-from lezero.functions.conv_algos.base import xp_of
+from lezero.functions.conv_algos.parallel import drop_backward_entries, run_product
 from lezero.functions.reduction import sum as _sum
 
 
