@@ -87,6 +87,7 @@ def interleaved(fns, rounds, warmup=3):
     times = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            time.sleep(0.02)        # let the previous contender's spinning threads sleep
             t0 = time.perf_counter()
             fn()
             times[i].append(time.perf_counter() - t0)
