@@ -66,7 +66,9 @@ def _check_bias(op, bias, channels):
 
 
 def _check_groups(op, groups, in_channels, out_channels):
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
+    if groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"{op}: in_channels={in_channels} and out_channels={out_channels} "

@@ -159,6 +159,7 @@ W = np.zeros((2, 4, 3, 3), np.float32)
      TypeError, "conv2d: input dtype float32 and weight"),
     (lambda: F.conv2d(X, W[:, :2], groups=3), ValueError, "divisible by groups=3"),
     (lambda: F.conv2d(X, W, groups=0), ValueError, "conv2d: groups must be a positive int"),
+    (lambda: F.conv2d(X, W, groups=1.0), TypeError, "conv2d: groups must be an int, got float"),
     (lambda: F.conv2d(X, W, stride=0), ValueError, "conv2d: stride must be >= 1"),
     (lambda: F.conv2d(X, W, stride=(1, 2, 3)),
      TypeError, "conv2d: stride must be an int or a tuple of 2"),

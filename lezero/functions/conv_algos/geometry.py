@@ -141,7 +141,9 @@ def out_size(in_size, kernel, stride, pad_lo, pad_hi, dilation):
 
 def conv_geometry(op, x_shape, w_shape, nd, stride, padding, dilation, groups):
     """Validate a convolution's arguments (shapes already checked) -> ConvGeometry."""
-    if not _is_int(groups) or groups < 1:
+    if not _is_int(groups):
+        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
+    if groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     kernel = tuple(int(k) for k in w_shape[2:])
     stride = ntuple(op, "stride", stride, nd, 1)
@@ -164,7 +166,9 @@ def conv_transpose_geometry(op, x_shape, w_shape, nd, stride, padding, output_pa
 
     Output size: (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
     """
-    if not _is_int(groups) or groups < 1:
+    if not _is_int(groups):
+        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
+    if groups < 1:
         raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
     if isinstance(padding, str):
         raise ValueError(f"{op}: padding must be an int or a tuple of {nd} ints, got "
