@@ -173,6 +173,7 @@ W = np.zeros((2, 4, 3, 3), np.float32)
      ValueError, r"conv2d: bias must have shape \(2,\)"),
     (lambda: F.conv2d(X, W, bias=np.zeros(2)), TypeError, "conv2d: bias dtype float64"),
     (lambda: F.conv2d(X, W, algo="magic"), ValueError, "conv2d: algo must be one of"),
+    (lambda: F.conv2d(X, W, algo=None), TypeError, "conv2d: algo must be a str"),
     (lambda: F.conv2d(X, W, stride=2, algo="winograd"), ValueError, "algo='winograd' needs a 3x3"),
     (lambda: F.conv3d(np.zeros((1, 4, 5, 5, 5), np.float32), np.zeros((2, 4, 3, 3, 3), np.float32),
                       algo="direct"), ValueError,

@@ -26,7 +26,9 @@ def candidates(prob, names=None):
 
 def check_algo(op, algo, prob):
     """Raise unless ``algo`` names an algorithm that can run ``prob`` (wrapper-time check)."""
-    if not isinstance(algo, str) or algo not in NAMES:
+    if not isinstance(algo, str):
+        raise TypeError(f"{op}: algo must be a str, got {type(algo).__name__}")
+    if algo not in NAMES:
         raise ValueError(f"{op}: algo must be one of {', '.join(map(repr, NAMES))}; "
                          f"got {algo!r}")
     if algo == "auto":
