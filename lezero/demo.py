@@ -97,7 +97,7 @@ def train(model, loader, test_set, epochs, lr, show_progress=True):
     opt = optim.Adam(model.parameters(), lr=lr)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader))
     history = {"train_loss": [], "train_acc": [], "test_acc": []}
-    bar = tqdm(total=epochs * len(loader), desc="LeNet-5 on digits", unit="step",
+    bar = tqdm(total=epochs * len(loader), desc=f"training {type(model).__name__}", unit="step",
                disable=not show_progress, file=sys.stderr, dynamic_ncols=True)
     for epoch in range(epochs):
         model.train()
