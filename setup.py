@@ -33,6 +33,7 @@ setup(
         "h5py>=3.8",
         "scikit-learn>=1.3",   # ships the real handwritten-digits data used by the demo
         "tqdm>=4.60",
+        "threadpoolctl>=3",     # single-threaded BLAS inside batch-split convolutions
         "Pillow>=9",
         "matplotlib>=3.7",
     ],

@@ -5,8 +5,9 @@ The NumPy reference beside them is ``lezero.functions._gelu.gelu_array`` and
 Numba, so operators import it only after ``lezero.kernels.enabled(x)`` said yes.
 
 Why a kernel: NumPy needs about eight passes over memory and scipy's scalar erf for
-GELU's forward and backward.  The kernel makes one pass, and gets the normal CDF and the
-normal density from a *single* exp: with z = |x| / sqrt(2),
+GELU's forward and backward.  The kernel needs one NumPy exp pass and one vectorised
+loop, and gets the normal CDF and the normal density from that *single* exp: with
+z = |x| / sqrt(2),
 
     P(N > |x|) = erfc(z) / 2 ~ t * poly(t) * e^(-z^2) / 2,   t = 1 / (1 + p z)
 
@@ -30,31 +31,39 @@ _A1, _A2, _A3, _A4, _A5 = (_f(0.254829592), _f(-0.284496736), _f(1.421413741),
 _ONE, _HALF = _f(1.0), _f(0.5)
 
 
-@numba.njit(cache=True, inline="always")
-def _cdf_pdf(v):
-    """(Phi(v), phi(v)): the standard normal CDF and density at ``v``, from one exp."""
+# The loops below have no libm call and no branch, so LLVM vectorises them (fastmath);
+# the one transcendental, e^(-x^2/2), comes from NumPy's SIMD exp in a separate pass.
+# A scalar math.exp inside the loop kept it scalar and made GELU about 3x slower.
+@numba.njit(cache=True, fastmath=True, inline="always")
+def _cdf(v, g):
+    """Phi(v), the standard normal CDF, given g = e^(-v^2/2)."""
     z = abs(v) * _SQRT_HALF
-    g = math.exp(-z * z)
     t = _ONE / (_ONE + _P * z)
     tail = _HALF * g * t * (_A1 + t * (_A2 + t * (_A3 + t * (_A4 + t * _A5))))
-    cdf = _ONE - tail if v >= 0 else tail
-    return cdf, g * _INV_SQRT_2PI
+    positive = _f(v >= 0)                    # a select, not a branch
+    return tail + positive * (_ONE - _f(2) * tail)
 
 
-@numba.njit(cache=True)
-def _forward(x, out):
+@numba.njit(cache=True, fastmath=True)
+def _forward(x, g, out):
     for i in range(x.size):
         v = x[i]
-        cdf, _ = _cdf_pdf(v)
-        out[i] = v * cdf
+        out[i] = v * _cdf(v, g[i])
 
 
-@numba.njit(cache=True)
-def _backward(x, gy, out):
+@numba.njit(cache=True, fastmath=True)
+def _backward(x, g, gy, out):
     for i in range(x.size):
         v = x[i]
-        cdf, pdf = _cdf_pdf(v)
-        out[i] = gy[i] * (cdf + v * pdf)          # gelu'(x) = Phi(x) + x phi(x)
+        # gelu'(x) = Phi(x) + x phi(x), phi(x) = g / sqrt(2 pi)
+        out[i] = gy[i] * (_cdf(v, g[i]) + v * g[i] * _INV_SQRT_2PI)
+
+
+def _gauss(x):
+    """e^(-x^2/2) elementwise, by NumPy's vectorised exp (float32, flat)."""
+    g = np.square(x)
+    g *= _f(-0.5)
+    return np.exp(g, out=g)
 
 
 def _flat(a):
@@ -64,12 +73,14 @@ def _flat(a):
 def gelu_forward(x):
     """x * Phi(x) for a float32 NumPy array (any shape)."""
     out = np.empty(x.shape, np.float32)
-    _forward(_flat(x), out.reshape(-1))
+    xf = _flat(x)
+    _forward(xf, _gauss(xf), out.reshape(-1))
     return out
 
 
 def gelu_backward(x, gy):
     """gy * gelu'(x) for float32 NumPy arrays of one shape."""
     out = np.empty(x.shape, np.float32)
-    _backward(_flat(x), _flat(gy), out.reshape(-1))
+    xf = _flat(x)
+    _backward(xf, _gauss(xf), _flat(gy), out.reshape(-1))
     return out
