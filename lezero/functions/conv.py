@@ -38,23 +38,23 @@ _SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
 def _operands(op, nd, x, weight, bias):
     """Check kinds, ranks, dtypes and devices; return (x array, w array, batched x shape)."""
-    xa = check_float(op, "input", x)
+    xa = check_float(op, "x", x)
     wa = check_float(op, "weight", weight)
     if xa.ndim not in (nd + 1, nd + 2):
-        raise ValueError(f"{op}: input must be {nd + 2}-D (N, C, {_SPATIAL[nd]}) or "
+        raise ValueError(f"{op}: x must be {nd + 2}-D (N, C, {_SPATIAL[nd]}) or "
                          f"{nd + 1}-D unbatched, got shape {xa.shape}")
     if wa.ndim != nd + 2:
         raise ValueError(f"{op}: weight must be {nd + 2}-D, got shape {wa.shape}")
     if wa.dtype != xa.dtype:
-        raise TypeError(f"{op}: input dtype {xa.dtype} and weight dtype {wa.dtype} differ")
+        raise TypeError(f"{op}: x dtype {xa.dtype} and weight dtype {wa.dtype} differ")
     if xp_of(xa) is not xp_of(wa):
-        raise TypeError(f"{op}: input and weight are on different devices")
+        raise TypeError(f"{op}: x and weight are on different devices")
     if bias is not None:
         ba = check_float(op, "bias", bias)
         if ba.dtype != xa.dtype:
-            raise TypeError(f"{op}: bias dtype {ba.dtype} differs from input dtype {xa.dtype}")
+            raise TypeError(f"{op}: bias dtype {ba.dtype} differs from x dtype {xa.dtype}")
         if xp_of(ba) is not xp_of(xa):
-            raise TypeError(f"{op}: bias and input are on different devices")
+            raise TypeError(f"{op}: bias and x are on different devices")
     shape = xa.shape if xa.ndim == nd + 2 else (1,) + xa.shape
     return xa, wa, shape
 
@@ -89,7 +89,7 @@ def _conv(op, nd, x, weight, bias, stride, padding, dilation, groups, algo):
     cin, cout = shape[1], wa.shape[0]
     _check_groups(op, groups, cin, cout)
     if wa.shape[1] * groups != cin:
-        raise ValueError(f"{op}: input has {cin} channels but weight of shape {wa.shape} "
+        raise ValueError(f"{op}: x has {cin} channels but weight of shape {wa.shape} "
                          f"expects {wa.shape[1] * groups} (weight.shape[1] * groups)")
     _check_bias(op, bias, cout)
     geom = conv_geometry(op, shape, wa.shape, nd, stride, padding, dilation, groups)
@@ -102,7 +102,7 @@ def _conv_transpose(op, nd, x, weight, bias, stride, padding, output_padding, gr
     xa, wa, shape = _operands(op, nd, x, weight, bias)
     cin = shape[1]
     if wa.shape[0] != cin:
-        raise ValueError(f"{op}: input has {cin} channels but weight of shape {wa.shape} "
+        raise ValueError(f"{op}: x has {cin} channels but weight of shape {wa.shape} "
                          f"expects {wa.shape[0]} (weight.shape[0])")
     _check_groups(op, groups, cin, wa.shape[1] * groups)
     cout = wa.shape[1] * groups
@@ -181,9 +181,9 @@ def _block_geometry(op, spatial, kernel_size, dilation, padding, stride):
 def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks of ``x (N, C, H, W)`` as columns: ``(N, C * kh * kw, L)`` with rows
     ordered (channel, kernel row, kernel column), as ``torch.nn.functional.unfold``."""
-    xa = check_float("unfold", "input", x)
+    xa = check_float("unfold", "x", x)
     if xa.ndim not in (3, 4):
-        raise ValueError(f"unfold: input must be 4-D (N, C, H, W) or 3-D unbatched, got "
+        raise ValueError(f"unfold: x must be 4-D (N, C, H, W) or 3-D unbatched, got "
                          f"shape {xa.shape}")
     shape = xa.shape if xa.ndim == 4 else (1,) + xa.shape
     geom = _block_geometry("unfold", shape[2:], kernel_size, dilation, padding, stride)
@@ -194,19 +194,19 @@ def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
 def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """The adjoint of ``unfold``: columns ``(N, C * kh * kw, L)`` summed back into an image
     ``(N, C, *output_size)``, overlapping blocks adding up."""
-    xa = check_float("fold", "input", x)
+    xa = check_float("fold", "x", x)
     if xa.ndim not in (2, 3):
-        raise ValueError(f"fold: input must be 3-D (N, C * kh * kw, L) or 2-D unbatched, "
+        raise ValueError(f"fold: x must be 3-D (N, C * kh * kw, L) or 2-D unbatched, "
                          f"got shape {xa.shape}")
     size = ntuple("fold", "output_size", output_size, 2, 1)
     geom = _block_geometry("fold", size, kernel_size, dilation, padding, stride)
     shape = xa.shape if xa.ndim == 3 else (1,) + xa.shape
     k = geom.kernel_volume
     if shape[1] % k:
-        raise ValueError(f"fold: input dimension 1 ({shape[1]}) must be divisible by the "
+        raise ValueError(f"fold: x dimension 1 ({shape[1]}) must be divisible by the "
                          f"product of kernel_size {geom.kernel} ({k})")
     if shape[2] != geom.out_volume:
-        raise ValueError(f"fold: input has {shape[2]} blocks (dimension 2) but output_size="
+        raise ValueError(f"fold: x has {shape[2]} blocks (dimension 2) but output_size="
                          f"{size} with kernel_size={geom.kernel} gives {geom.out_size} = "
                          f"{geom.out_volume} blocks")
     return _apply(Fold(geom, (shape[0], shape[1] // k) + size), x, shape, ())

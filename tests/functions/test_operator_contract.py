@@ -384,11 +384,7 @@ def _ops_with_known_gaps(gaps, reason):
 # Known gaps in modules this test's authors do not maintain (convolution, pooling,
 # attention, recurrence), listed for their owners: operator -> what is wrong.
 KIND_ERRORS_NOT_NAMING_THE_OPERATOR = {}
-_SAYS_INPUT = "the error says 'input' for the parameter x"
-KIND_ERRORS_NOT_NAMING_THE_ARGUMENT = dict(
-    {n: _SAYS_INPUT for n in (
-        "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-        "conv_transpose3d", "fold", "unfold")})
+KIND_ERRORS_NOT_NAMING_THE_ARGUMENT = {}
 ODD_ARGUMENTS_NOT_REJECTED = {}
 
 
