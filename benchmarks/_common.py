@@ -58,3 +58,29 @@ def numpy_matmul_peak(n=1024, dtype="float32"):
     b = np.random.rand(n, n).astype(dtype)
     t = best_time(lambda: a @ b, repeat=5)
     return 2 * n ** 3 / t / 1e9
+
+
+def limit_threads(n):
+    """Give NumPy's BLAS, Numba and PyTorch the same ``n`` threads for the rest of the
+    process."""
+    from threadpoolctl import threadpool_limits
+    import numba
+    import torch
+    torch.set_num_threads(n)
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    return threadpool_limits(limits=n)
+
+
+def interleaved_best(fns, rounds=10, warmup=2):
+    """Best seconds per call of each function, timed in alternating rounds so that all
+    of them meet the same machine load (a shared machine's load drifts)."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = clock()
+            fn()
+            best[i] = min(best[i], clock() - t0)
+    return best

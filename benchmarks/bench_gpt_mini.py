@@ -12,45 +12,14 @@ alone, done with NumPy on the same shapes (the floor for a NumPy framework).
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import report, set_threads  # noqa: E402
+from _common import interleaved_best, limit_threads, report, set_threads  # noqa: E402
 
 VOCAB, BLOCK, LAYERS, HEADS, D_MODEL, BATCH = 256, 64, 2, 4, 128, 16
 
-
-# ----- timing shared by the zoo benchmarks ---------------------------------------------------
-
-def limit_threads(n):
-    """Give NumPy's BLAS, Numba and PyTorch the same ``n`` threads for the rest of the
-    process."""
-    from threadpoolctl import threadpool_limits
-    import numba
-    import torch
-    torch.set_num_threads(n)
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    return threadpool_limits(limits=n)
-
-
-def interleaved_best(fns, rounds=10, warmup=2):
-    """Best seconds per call of each function, timed in alternating rounds so that all
-    of them meet the same machine load (our machine is shared with other jobs)."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
-
-
-# ----- the two implementations ---------------------------------------------------------------
 
 def lezero_step_fn(idx, targets):
     import lezero as lz

@@ -11,30 +11,14 @@ framework without a fused layer pays).
 """
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import best_time, report, set_threads  # noqa: E402
+from _common import best_time, interleaved_best, report, set_threads  # noqa: E402
 
 SEQ, BATCH, INPUT, HIDDEN = 35, 20, 256, 256
 LR = 0.01
-
-
-def interleaved_best(fns, rounds=15, warmup=2):
-    """Best seconds per call of each function, timed in alternating rounds so that all
-    of them see the same machine load (this machine is shared)."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    best = [float("inf")] * len(fns)
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
-            fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
 
 
 def make_data(rng):
@@ -102,9 +86,10 @@ def main():
     threadpool_limits(threads)          # NumPy's BLAS gets the same thread count as torch
     rng = np.random.default_rng(0)
     weights, x, lengths = make_data(rng)
-    ours, theirs = interleaved_best([lezero_step_fn(weights, x), torch_step_fn(weights, x)])
+    ours, theirs = interleaved_best([lezero_step_fn(weights, x), torch_step_fn(weights, x)],
+                                    rounds=15)
     ours_p, theirs_p = interleaved_best([lezero_step_fn(weights, x, lengths),
-                                         torch_step_fn(weights, x, lengths)])
+                                         torch_step_fn(weights, x, lengths)], rounds=15)
     cells = best_time(lezero_step_fn(weights, x, cells=True), repeat=5)
     rows = [("fused LSTM step (padded)", ours, theirs, 1.5),
             ("fused LSTM step (packed)", ours_p, theirs_p, 1.5),

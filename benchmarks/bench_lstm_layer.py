@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import report, set_threads  # noqa: E402
-from bench_gpt_mini import interleaved_best, limit_threads  # noqa: E402
+from _common import interleaved_best, limit_threads  # noqa: E402
 
 SEQ, BATCH, INPUT, HIDDEN = 35, 20, 256, 256
 
