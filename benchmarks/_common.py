@@ -71,16 +71,31 @@ def limit_threads(n):
     return threadpool_limits(limits=n)
 
 
-def interleaved_best(fns, rounds=10, warmup=2):
-    """Best seconds per call of each function, timed in alternating rounds so that all
-    of them meet the same machine load (a shared machine's load drifts)."""
+def interleaved_times(fns, rounds=10, warmup=2, pause=0.0):
+    """Per function, the seconds of each call, timed in alternating rounds so that all of
+    them meet the same machine load (a shared machine's load drifts).  ``pause`` sleeps
+    before each call so the previous contender's spinning threads go idle first."""
     for fn in fns:
         for _ in range(warmup):
             fn()
-    best = [float("inf")] * len(fns)
+    times = [[] for _ in fns]
     for _ in range(rounds):
         for i, fn in enumerate(fns):
+            if pause:
+                time.sleep(pause)
             t0 = clock()
             fn()
-            best[i] = min(best[i], clock() - t0)
-    return best
+            times[i].append(clock() - t0)
+    return times
+
+
+def interleaved_best(fns, rounds=10, warmup=2):
+    """Best seconds per call of each function, in alternating rounds."""
+    return [min(t) for t in interleaved_times(fns, rounds, warmup)]
+
+
+def interleaved_best_median(fns, rounds, warmup=2):
+    """(best, median) seconds of each function, in alternating rounds with a pause."""
+    import numpy as np
+    return [(min(t), float(np.median(t)))
+            for t in interleaved_times(fns, rounds, warmup, pause=0.02)]

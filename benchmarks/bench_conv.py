@@ -13,7 +13,6 @@ Timings are interleaved rounds (all contenders see the same machine load); best 
 import argparse
 import os
 import sys
-import time
 
 # Thread counts must be fixed before NumPy, Numba or PyTorch start their pools.
 THREADS = int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
@@ -23,24 +22,9 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import numpy_matmul_peak, report, set_threads  # noqa: E402
+from _common import interleaved_best_median, numpy_matmul_peak, report, set_threads  # noqa: E402
 
 TARGET = 1.2
-
-
-def interleaved(fns, rounds, warmup=2):
-    """(best, median) seconds of each function, timed in alternating rounds."""
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    times = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            time.sleep(0.02)        # let the previous contender's spinning threads sleep
-            t0 = time.perf_counter()
-            fn()
-            times[i].append(time.perf_counter() - t0)
-    return [(min(t), float(np.median(t))) for t in times]
 
 
 def lezero_step(x, w, gy, padding, algo="auto", use_numba=True):
@@ -83,7 +67,7 @@ def main_case(rounds):
         contenders.append((f"LeZero {algo}", lezero_step(x, w, gy, 1, algo)))
     contenders.append(("plain NumPy im2col", lezero_step(x, w, gy, 1, "im2col", False)))
     res = dict(zip([name for name, _ in contenders],
-                   interleaved([fn for _, fn in contenders], rounds)))
+                   interleaved_best_median([fn for _, fn in contenders], rounds)))
     peak = 2 * 1024 ** 3 / res.pop("matmul 1024^3")[0] / 1e9
     peak = max(peak, numpy_matmul_peak())
     t_best, t_med = res["PyTorch"]

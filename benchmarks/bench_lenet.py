@@ -11,7 +11,6 @@ Also printed: where LeZero's step spends its time (``lz.TimerHook``).
 """
 import os
 import sys
-import time
 
 THREADS = int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
@@ -20,7 +19,7 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import report, set_threads  # noqa: E402
+from _common import interleaved_best_median, report, set_threads  # noqa: E402
 
 BATCH, LR, TARGET = 64, 0.01, 1.5
 SHAPES = [("c1w", (6, 1, 5, 5)), ("c1b", (6,)), ("c2w", (16, 6, 5, 5)), ("c2b", (16,)),
@@ -80,20 +79,6 @@ def torch_step_fn(weights, x, t):
     return step
 
 
-def interleaved(fns, rounds, warmup=3):
-    for fn in fns:
-        for _ in range(warmup):
-            fn()
-    times = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
-            time.sleep(0.02)        # let the previous contender's spinning threads sleep
-            t0 = time.perf_counter()
-            fn()
-            times[i].append(time.perf_counter() - t0)
-    return [(min(ts), float(np.median(ts))) for ts in times]
-
-
 def main():
     set_threads(THREADS)
     weights, x, t = make_data(np.random.default_rng(0))
@@ -101,7 +86,7 @@ def main():
     # same weights and data: the first losses agree
     l0, t0 = lezero_step_fn(weights, x, t)(), torch_step_fn(weights, x, t)()
     print(f"first-step loss: LeZero {l0:.6f}, PyTorch {t0:.6f}")
-    (lz_best, lz_med), (t_best, t_med) = interleaved([lz_step, t_step], rounds=30)
+    (lz_best, lz_med), (t_best, t_med) = interleaved_best_median([lz_step, t_step], rounds=30, warmup=3)
     print(f"LeNet-5 training step, batch {BATCH}, {THREADS} threads")
     report("LeNet-5 step (best of interleaved rounds)",
            [("LeNet-5 train step b64", lz_best, t_best, TARGET)])
