@@ -8,11 +8,16 @@ Importing lezero loads no optional dependency (mpi4py, cupy, onnx, torch, matplo
 from lezero.core import (Config, Function, FunctionHook, Parameter, TimerHook, Variable,
                          as_array, as_variable, enable_grad, get_rng, grad, manual_seed,
                          no_grad, test_mode, using_config)
+from lezero.core import host_memory as _host_memory
 from lezero import cuda
 from lezero import functions
 from lezero import utils
 
 __version__ = "0.1.0"
+
+# Freed arrays are reused instead of returned to the OS (page faults were a fifth of a
+# training step); LEZERO_HOST_ALLOCATOR=system opts out.  See lezero/core/host_memory.py.
+_host_memory.apply_default()
 
 __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_grad",
            "enable_grad", "test_mode", "grad", "manual_seed", "get_rng", "FunctionHook",
