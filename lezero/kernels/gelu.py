@@ -5,8 +5,9 @@ The NumPy reference beside them is ``lezero.functions._gelu.gelu_array`` and
 Numba, so operators import it only after ``lezero.kernels.enabled(x)`` said yes.
 
 Why a kernel: NumPy needs about eight passes over memory and scipy's scalar erf for
-GELU's forward and backward.  The kernel needs one NumPy exp pass and one vectorised
-loop, and gets the normal CDF and the normal density from that *single* exp: with
+GELU's forward and backward.  The kernel is one vectorised loop (reading x, and gy for
+the gradient, writing the result), and gets the normal CDF and the normal density from
+a *single* exp (``fastexp.exp32``, inlined): with
 z = |x| / sqrt(2),
 
     P(N > |x|) = erfc(z) / 2 ~ t * poly(t) * e^(-z^2) / 2,   t = 1 / (1 + p z)
@@ -22,6 +23,8 @@ import math
 import numba
 import numpy as np
 
+from lezero.kernels.fastexp import FAST, exp32
+
 _f = np.float32
 _SQRT_HALF = _f(1 / math.sqrt(2))
 _INV_SQRT_2PI = _f(1 / math.sqrt(2 * math.pi))
@@ -31,11 +34,12 @@ _A1, _A2, _A3, _A4, _A5 = (_f(0.254829592), _f(-0.284496736), _f(1.421413741),
 _ONE, _HALF = _f(1.0), _f(0.5)
 
 
-# The loops below have no libm call and no branch, so LLVM vectorises them (fastmath);
-# the one transcendental, e^(-x^2/2), comes from NumPy's SIMD exp in a separate pass.
-# error_model="numpy": no ZeroDivisionError check, whose branch would stop vectorising.
-# A scalar math.exp inside the loop kept it scalar and made GELU about 3x slower.
-@numba.njit(cache=True, fastmath=True, error_model="numpy", inline="always")
+# The loops below have no libm call and no branch, so LLVM vectorises them: the one
+# transcendental, e^(-x^2/2), is exp32's branch-free arithmetic (math.exp, a libm call,
+# kept the loop scalar and GELU about 3x slower).  error_model="numpy": no
+# ZeroDivisionError check, whose branch would stop vectorising.  FAST keeps NaN and inf
+# semantics (GELU(NaN) is NaN).
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
 def _cdf(v, g):
     """Phi(v), the standard normal CDF, given g = e^(-v^2/2)."""
     z = abs(v) * _SQRT_HALF
@@ -45,26 +49,26 @@ def _cdf(v, g):
     return tail + positive * (_ONE - _f(2) * tail)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _forward(x, g, out):
-    for i in range(x.size):
-        v = x[i]
-        out[i] = v * _cdf(v, g[i])
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+def _gauss(v):
+    """e^(-v^2/2)."""
+    return exp32(_f(-0.5) * v * v)
 
 
-@numba.njit(cache=True, fastmath=True, error_model="numpy")
-def _backward(x, g, gy, out):
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+def _forward(x, out):
     for i in range(x.size):
         v = x[i]
+        out[i] = v * _cdf(v, _gauss(v))
+
+
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+def _backward(x, gy, out):
+    for i in range(x.size):
+        v = x[i]
+        g = _gauss(v)
         # gelu'(x) = Phi(x) + x phi(x), phi(x) = g / sqrt(2 pi)
-        out[i] = gy[i] * (_cdf(v, g[i]) + v * g[i] * _INV_SQRT_2PI)
-
-
-def _gauss(x):
-    """e^(-x^2/2) elementwise, by NumPy's vectorised exp (float32, flat)."""
-    g = np.square(x)
-    g *= _f(-0.5)
-    return np.exp(g, out=g)
+        out[i] = gy[i] * (_cdf(v, g) + v * g * _INV_SQRT_2PI)
 
 
 def _flat(a):
@@ -74,14 +78,12 @@ def _flat(a):
 def gelu_forward(x):
     """x * Phi(x) for a float32 NumPy array (any shape)."""
     out = np.empty(x.shape, np.float32)
-    xf = _flat(x)
-    _forward(xf, _gauss(xf), out.reshape(-1))
+    _forward(_flat(x), out.reshape(-1))
     return out
 
 
 def gelu_backward(x, gy):
     """gy * gelu'(x) for float32 NumPy arrays of one shape."""
     out = np.empty(x.shape, np.float32)
-    xf = _flat(x)
-    _backward(xf, _gauss(xf), _flat(gy), out.reshape(-1))
+    _backward(_flat(x), _flat(gy), out.reshape(-1))
     return out
