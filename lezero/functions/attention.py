@@ -29,6 +29,7 @@ from lezero.core import Function, Variable, get_config
 from lezero.core.random import get_rng
 from lezero.functions._utils import (check_bool, check_float, check_variable, constant, data_of,
                                      xp_of)
+from lezero.functions.attention_softmax import MaskedSoftmax
 from lezero.functions.linalg import linear, matmul
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
@@ -43,27 +44,6 @@ BLOCK_SCORES = 1 << 21          # scores per block in the chunked path (8 MiB in
 
 # ----- the plain path ----------------------------------------------------------------------
 
-class MaskedSoftmax(Function):
-    """Softmax over the last axis, restricted to where ``keep`` (a constant bool array or
-    None) is True; -inf scores count as masked.  A row with nothing left gives zeros."""
-
-    def __init__(self, keep):
-        self.keep = keep
-
-    def forward(self, s):
-        xp = xp_of(s)
-        if self.keep is not None:
-            s = xp.where(self.keep, s, -np.inf)
-        m = s.max(axis=-1, keepdims=True)
-        e = xp.exp(s - xp.where(xp.isfinite(m), m, 0))
-        d = e.sum(axis=-1, keepdims=True)
-        return e / xp.where(d == 0, 1, d)
-
-    def backward(self, gy):
-        y = self.outputs[0]()
-        return y * (gy - _sum(gy * y, axis=-1, keepdims=True))
-
-
 def _dropout_scale(xp, rng, shape, p, dtype):
     """Inverted-dropout multipliers: 0 with probability p, else 1 / (1 - p)."""
     if p >= 1:
@@ -71,12 +51,12 @@ def _dropout_scale(xp, rng, shape, p, dtype):
     return ((rng.random(shape) >= p) / (1.0 - p)).astype(dtype)
 
 
-def _plain_attention(q, k, v, mask_add, keep, dropout_p, scale):
+def _plain_attention(q, k, v, mask_add, keep, dropout_p, scale, causal=False):
     """(output, attention weights) from LeZero operators."""
-    s = matmul(q, swapaxes(k, -1, -2)) * scale
-    if mask_add is not None:
-        s = s + mask_add
-    p = MaskedSoftmax(keep)(s)
+    s = matmul(q, swapaxes(k, -1, -2))
+    if mask_add is not None:     # the mask adds to the scaled scores
+        s, scale = s * scale + mask_add, 1.0
+    p = MaskedSoftmax(keep, scale, causal)(s)
     if dropout_p > 0:
         xp = xp_of(p)
         p = p * constant(_dropout_scale(xp, get_rng(xp), p.shape, dropout_p, p.dtype))
@@ -297,9 +277,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if chunked and isinstance(mask_add, Variable) and mask_add.requires_grad:
         chunked = False        # only the plain path gives a float mask its gradient
     if not chunked:
-        if is_causal:
-            keep = xp.tril(xp.ones((L, S), dtype=bool))
-        return _plain_attention(query, key, value, mask_add, keep, dropout_p, scale)[0]
+        return _plain_attention(query, key, value, mask_add, keep, dropout_p, scale,
+                                is_causal)[0]
     query, key, value = (broadcast_to(a, batch + data_of(a).shape[-2:])
                          for a in (query, key, value))
     add = None if mask_add is None else xp.broadcast_to(data_of(mask_add), target)
