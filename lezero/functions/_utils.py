@@ -15,11 +15,24 @@ def xp_of(*xs):
     return cuda.get_array_module(*xs)
 
 
+def _rows_kernel_applies(target, index, values):
+    """Whole rows picked by a 1-D integer index: the Numba kernel's case."""
+    from lezero import kernels
+    return (isinstance(index, np.ndarray) and index.ndim == 1 and index.dtype.kind in "iu"
+            and target.ndim >= 1 and target.flags.c_contiguous and target.dtype.kind == "f"
+            and getattr(values, "shape", None) == index.shape + target.shape[1:]
+            and kernels.enabled(target))
+
+
 def scatter_add_(target, index, values):
     """``target[index] += values`` in place, where repeated indices all add up (a plain
     ``+=`` would keep only one of them)."""
     if xp_of(target) is np:
-        np.add.at(target, index, values)
+        if _rows_kernel_applies(target, index, values):
+            from lezero.kernels.scatter import scatter_add_rows_
+            scatter_add_rows_(target, index, values)
+        else:
+            np.add.at(target, index, values)
     else:
         import cupyx
         cupyx.scatter_add(target, index, values)
