@@ -377,3 +377,24 @@ def test_load_state_dict_keeps_options_the_saved_dict_lacks():
     p.grad = lz.Variable(np.ones(2))
     opt.step()
     assert "max_exp_avg_sq" in opt.state[p]
+
+
+ADAM_KERNEL_CASES = [("Adam", {}), ("Adam", dict(lr=0.01, maximize=True, weight_decay=0.1)),
+                     ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=0.02)),
+                     ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,kwargs", ADAM_KERNEL_CASES)
+def test_adam_numba_kernel_equals_numpy_path_bit_for_bit(name, kwargs, dtype):
+    from lezero.kernels import numba_available
+    if not numba_available():
+        pytest.skip("Numba is not installed")
+    weights, grads = make_data(dtype, seed=3)
+    _, _, fused = run("lz", getattr(optim, name), kwargs, weights, grads)
+    with lz.using_config("use_numba", False):
+        _, _, plain = run("lz", getattr(optim, name), kwargs, weights, grads)
+    assert not np.array_equal(fused[-1][0], weights[0])
+    for a, b in zip(fused, plain):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
