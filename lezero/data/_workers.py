@@ -117,7 +117,7 @@ class _Worker:
                 self.init_error = RemoteError(e, self.id, "in worker_init_fn")
         self.fetcher = None if self.iterable else MapFetcher(
             cfg["dataset"], cfg["auto_collation"], cfg["collate_fn"])
-        self.writer = _shm.SlotWriter(cfg["prefix"], self.id, cfg["num_slots"])
+        self.writer = _shm.SlotWriter(cfg["prefix"], self.id)
         self.seed = self.count = 0
 
     def reset(self, epoch, seed):
@@ -198,7 +198,7 @@ class WorkerPool:
     """The worker processes and pipes of one iterator; ``shutdown()`` is idempotent and is
     also called by a finalizer when the iterator is deleted or the interpreter exits."""
 
-    def __init__(self, ctx, num_workers, make_cfg):
+    def __init__(self, ctx, num_workers, prefetch, make_cfg):
         from multiprocessing import resource_tracker
         # Share one resource tracker with the workers (fork inherits it only if it already
         # runs), so segments a worker creates and the main process unlinks are tracked once.
@@ -206,7 +206,7 @@ class WorkerPool:
         self.prefix = _shm.new_prefix()
         self.done_event = ctx.Event()
         self.procs, self.task_conns, self.result_conns = [], [], []
-        self.reader = _shm.SlotReader(self.prefix)
+        self.reader = _shm.SlotReader(self.prefix, num_workers, prefetch)
         self.closed = False
         try:
             for w in range(num_workers):

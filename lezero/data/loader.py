@@ -141,7 +141,7 @@ class DataLoader:
                 "batch_size": self.batch_size, "drop_last": self.drop_last,
                 "worker_id": worker_id, "num_workers": self.num_workers, "seed": self.seed,
                 "start_epoch": self._epoch, "prefix": prefix,
-                "num_slots": self.prefetch_factor, "worker_init_fn": self.worker_init_fn}
+                "worker_init_fn": self.worker_init_fn}
 
 
 class _SingleProcessIter:
@@ -183,12 +183,12 @@ class _MultiProcessIter:
 
     def __init__(self, loader):
         self._num_workers = loader.num_workers
-        self._prefetch = loader.prefetch_factor
         self._timeout = loader.timeout
         self._persistent = loader.persistent_workers
         self._iterable = loader._iterable
         self._pool = WorkerPool(loader.multiprocessing_context, loader.num_workers,
-                                loader._worker_cfg)
+                                loader.prefetch_factor, loader._worker_cfg)
+        self._slots = self._pool.reader
         self._finalizer = finalizer(self, self._pool)
         self._seed = loader.seed
         self._tasks = {}            # batch index -> (worker, slot)
@@ -200,14 +200,14 @@ class _MultiProcessIter:
     def reset(self, index_iter, epoch):
         """Start an epoch: finish the previous one's batches, then prefetch."""
         while self._rcvd_idx < self._send_idx:        # an epoch left early: drain it
-            w, _ = self._tasks.pop(self._rcvd_idx)
+            w, slot = self._tasks.pop(self._rcvd_idx)
             self._pool.recv(w, self._timeout, "a batch of the previous epoch")
+            self._slots.discard(w, slot)
             self._rcvd_idx += 1
         self._indices = index_iter
         self._epoch = epoch
         self._send_idx = self._rcvd_idx = 0
         self._tasks.clear()
-        self._free = [list(range(self._prefetch)) for _ in range(self._num_workers)]
         self._active = [True] * self._num_workers
         self._next_worker = 0
         for w in range(self._num_workers):
@@ -216,10 +216,10 @@ class _MultiProcessIter:
             pass
 
     def _put(self):
-        """Send one more batch to the next worker with a free slot; False when none can."""
+        """Send one more batch to the next worker with room for it; False when none can."""
         for i in range(self._num_workers):
             w = (self._next_worker + i) % self._num_workers
-            if self._active[w] and self._free[w]:
+            if self._active[w] and self._slots.can_build(w):
                 break
         else:
             return False
@@ -228,7 +228,7 @@ class _MultiProcessIter:
             indices = next(self._indices, None)
             if indices is None:
                 return False
-        slot = self._free[w].pop()
+        slot = self._slots.take(w)
         self._pool.send(w, ("fetch", self._epoch, self._send_idx, slot, indices))
         self._tasks[self._send_idx] = (w, slot)
         self._send_idx += 1
@@ -248,10 +248,10 @@ class _MultiProcessIter:
             status, _, idx, _, payload = self._pool.recv(w, self._timeout,
                                                          f"batch {self._rcvd_idx}")
             self._rcvd_idx += 1
-            try:
-                batch = self._pool.reader.read(w, slot, payload) if status == "ok" else None
-            finally:
-                self._free[w].append(slot)       # copied out: the worker may reuse it
+            if status == "ok":      # views of the slot: it is held while the user has them
+                batch = self._slots.read(w, slot, payload)
+            else:
+                self._slots.discard(w, slot)
             if status == "end":
                 self._active[w] = False
             self._put()
