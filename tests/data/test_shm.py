@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from lezero.data import DataLoader
+from lezero.data import DataLoader, _shm
 from lezero.data._shm import MAX_HELD, SlotReader, SlotWriter, new_prefix
 from tests.data import _helpers as H
 
@@ -103,6 +103,16 @@ def test_a_new_slot_is_sized_like_the_others_so_collate_fills_it_in_place(pair):
     size = writer.segments[0].size
     arena = writer.arena(1)                             # slot 1 seen for the first time
     assert writer.segments[1].size == size and arena.segment is writer.segments[1]
+
+
+def test_without_posix_shared_memory_batches_are_copied(pair, monkeypatch):
+    monkeypatch.setattr(_shm, "_posixshmem", None)      # as on Windows
+    writer, reader = pair
+    slot, out = hand_over(writer, reader, np.arange(1000.0))
+    np.testing.assert_array_equal(out, np.arange(1000.0))
+    assert not in_shared_memory(out)
+    assert reader.take(0) == slot                       # free at once: nothing is held
+    reader.discard(0, slot)
 
 
 @needs_dev_shm
