@@ -3,6 +3,7 @@
 Random samplers take ``generator`` (a ``np.random.Generator``).  Without one, each epoch
 draws a fresh seed from LeZero's process generator, so ``lz.manual_seed`` reproduces it.
 """
+import itertools
 import numbers
 
 import numpy as np
@@ -142,14 +143,17 @@ class BatchSampler(Sampler):
         self.drop_last = drop_last
 
     def __iter__(self):
-        batch = []
-        for idx in self.sampler:
-            batch.append(idx)
+        # islice fills a batch in C: the main process runs this for every batch, and with
+        # workers it is most of what the main process does per sample.
+        indices = iter(self.sampler)
+        while True:
+            batch = list(itertools.islice(indices, self.batch_size))
             if len(batch) == self.batch_size:
                 yield batch
-                batch = []
-        if batch and not self.drop_last:
-            yield batch
+                continue
+            if batch and not self.drop_last:
+                yield batch
+            return
 
     def __len__(self):
         n = len(self.sampler)
