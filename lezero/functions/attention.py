@@ -268,7 +268,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         mask_add, keep = _check_mask(op, "attn_mask", attn_mask, target, q.dtype)
 
     xp = xp_of(q)
-    n_scores = int(np.prod(target))
+    n_scores = math.prod(target)
     if chunk_size is None:
         chunked = n_scores * q.dtype.itemsize > AUTO_CHUNK_BYTES
         chunk_size = max(1, BLOCK_SCORES // max(1, n_scores // L))

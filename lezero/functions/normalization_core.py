@@ -21,6 +21,8 @@ Layer and RMS norm on NumPy arrays run both passes as Numba kernels
 (``lezero.kernels.layernorm``: one read of x per pass instead of about fifteen array
 passes, and no saved ``xhat``); this array code is their reference.
 """
+import math
+
 import numpy as np
 
 from lezero import kernels
@@ -96,7 +98,7 @@ class Normalize(Function):
     def _kernel_params(self, x, weight, bias):
         """The kernel always applies weight and bias: ones and zeros stand in for absent
         ones."""
-        size = int(np.prod(self.param_shape))
+        size = math.prod(self.param_shape)
         xp = xp_of(x)
         w = weight if weight is not None else xp.ones(size, x.dtype)
         b = bias if bias is not None else xp.zeros(size, x.dtype)
@@ -109,7 +111,7 @@ class Normalize(Function):
         return self._array_backward(gy.data)
 
     def _count(self, shape):
-        return int(np.prod([shape[a] for a in self.axes]))
+        return math.prod(shape[a] for a in self.axes)
 
     def _param_grads(self, gy, xhat, sum_to_shape, reshape_fn):
         """[gweight][, gbias] for whichever of them is an input (None if not needed)."""

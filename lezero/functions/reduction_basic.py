@@ -4,6 +4,8 @@ Reductions take NumPy's arguments: ``axis`` (an int, a tuple of ints, or None fo
 and ``keepdims``.  Their backward broadcasts the output gradient back over the reduced axes
 (``expand``) and is written with LeZero operators, so it can be differentiated again.
 """
+import math
+
 import numpy as np
 
 from lezero.core import Function
@@ -34,8 +36,8 @@ def reduce_args(op, x, axis, keepdims, kinds="biuf"):
 def reduced_size(shape, axes):
     """How many elements each output element of a reduction over ``axes`` combines."""
     if axes is None:
-        return int(np.prod(shape, dtype=np.int64))
-    return int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        return math.prod(shape)
+    return math.prod(shape[a] for a in axes)
 
 
 def check_nonempty(op, x, axes):

@@ -6,6 +6,8 @@ broadcast axes), written with these same operators, so they differentiate to any
 Several are thin wrappers that compute a new shape or permutation and hand it to
 ``Reshape`` or ``Transpose``.
 """
+import math
+
 import numpy as np
 
 from lezero.core import Function, Variable
@@ -62,7 +64,7 @@ def reshape(x, *shape):
     """``x`` with a new shape (one entry may be -1), as ``numpy.reshape``."""
     shape = _shape_arg("reshape", shape)
     size = check_variable("reshape", "x", x).size
-    known = int(np.prod([s for s in shape if s != -1]))
+    known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or any(s < -1 for s in shape) or (
             -1 not in shape and known != size) or (-1 in shape and (known == 0 or size % known)):
         raise ValueError(f"reshape: cannot reshape an array of shape {data_of(x).shape} "
@@ -168,7 +170,7 @@ def flatten(x, start_axis=0, end_axis=-1):
     if s > e:
         raise ValueError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
                          f"for an input with {len(shape)} dims")
-    merged = int(np.prod(shape[s:e + 1]))
+    merged = math.prod(shape[s:e + 1])
     return reshape(x, shape[:s] + (merged,) + shape[e + 1:])
 
 

@@ -23,7 +23,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["exp32", "bits_to_float32", "FAST"]
+__all__ = ["exp32", "bits_to_float32", "float32_to_bits", "max32", "FAST"]
 
 _f = np.float32
 _LOG2E = _f(1.4426950408889634)
@@ -50,6 +50,18 @@ def bits_to_float32(typingctx, bits):
     return types.float32(bits), codegen
 
 
+@intrinsic
+def float32_to_bits(typingctx, x):
+    """The bits of a float32 as an int32 (an LLVM bitcast, the inverse of
+    ``bits_to_float32``)."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(x), codegen
+
+
 # fastmath without "nnan"/"ninf" (LLVM would drop the NaN and inf handling) and without
 # "reassoc" (it may multiply the two power-of-two factors first, overflowing to inf).
 FAST = {"nsz", "arcp", "contract", "afn"}
@@ -72,3 +84,30 @@ def exp32(x):
     # Selects, not branches: underflow to 0, overflow to inf; NaN passes through p.
     y = _ZERO if x < _LO else y
     return _INF if x > _HI else y
+
+
+_MAGNITUDE = np.int32(0x7FFFFFFF)
+
+
+@numba.njit(cache=True, inline="always")
+def _ordered(bits):
+    """Flip a negative float's magnitude bits, so that int32 order is float order
+    (-inf < -1 < -0 < 0 < 1 < inf < NaN); the map is its own inverse."""
+    return bits ^ ((bits >> np.int32(31)) & _MAGNITUDE)
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def max32(a, n, scale):
+    """max(scale * a[:n]) of a 1-D float32 array, -inf when n == 0.
+
+    A float max reduction does not vectorise in Numba (its NaN handling is a branch),
+    and it cost softmax as much as the exponentials; the same reduction over int32 keys
+    whose order is the floats' order does.  A NaN anywhere gives NaN.
+    """
+    best = _ordered(float32_to_bits(_f(-np.inf)))
+    for j in range(n):
+        x = a[j] * scale
+        x = abs(x) if x != x else x      # a NaN with its sign bit set would sort lowest
+        key = _ordered(float32_to_bits(x))
+        best = key if key > best else best
+    return bits_to_float32(_ordered(best))

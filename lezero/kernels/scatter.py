@@ -4,6 +4,8 @@
 general but slow, about 70x slower than this loop for an embedding's weight gradient
 (1024 rows of 128 into a 256-row table: 1.9 ms against 0.03 ms).
 """
+import math
+
 import numba
 import numpy as np
 
@@ -27,7 +29,7 @@ def scatter_add_rows_(target, index, values):
     """In place: ``target[index[i]] += values[i]`` for a C-contiguous ``target`` of shape
     (n, ...), a 1-D integer ``index`` (negative counts from the end) and ``values`` of
     shape (len(index),) + target.shape[1:]."""
-    width = int(np.prod(target.shape[1:]))
+    width = math.prod(target.shape[1:])
     values = np.ascontiguousarray(values, dtype=target.dtype).reshape(index.shape[0], width)
     # int64 always: unsigned indices would make Numba type ``r + n`` as a float.
     _scatter_rows(target.reshape(target.shape[0], width), index.astype(np.int64, copy=False),

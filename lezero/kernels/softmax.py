@@ -10,7 +10,7 @@ are never exponentiated.  They take C-contiguous float32 arrays viewed as (rows,
 import numba
 import numpy as np
 
-from lezero.kernels.fastexp import FAST, exp32
+from lezero.kernels.fastexp import FAST, exp32, max32
 
 __all__ = ["softmax_forward", "softmax_backward"]
 
@@ -25,9 +25,7 @@ def _forward(s, scale, length, causal, out):
     rows, cols = s.shape
     for r in range(rows):
         n = min(r % length + 1, cols) if causal else cols
-        m = _f(-np.inf)
-        for j in range(n):
-            m = max(m, s[r, j] * scale)
+        m = max32(s[r], n, scale)
         if m == -np.inf:         # every score -inf: exp gives 0 everywhere, not NaN
             m = _f(0)
         total = _f(0)

@@ -62,3 +62,57 @@ def test_bits_to_float32_reinterprets_int_bits():
         bits = int(np.array(v, np.float32).view(np.int32))
         assert f(np.int32(bits)) == np.float32(v)
         assert f(bits) == np.float32(v)      # int64 arguments use their low 32 bits
+
+
+def test_float32_to_bits_is_the_inverse_bitcast():
+    import numba
+
+    from lezero.kernels.fastexp import bits_to_float32, float32_to_bits
+
+    @numba.njit
+    def roundtrip(x):
+        return float32_to_bits(x), bits_to_float32(float32_to_bits(x))
+    for v in (1.0, -2.5, -0.0, 3.4e38, 1e-45, np.inf):
+        bits, back = roundtrip(np.float32(v))
+        assert bits == int(np.array(v, np.float32).view(np.int32))
+        assert back == np.float32(v) and np.signbit(back) == np.signbit(np.float32(v))
+
+
+def _row_max():
+    import numba
+
+    from lezero.kernels.fastexp import max32
+
+    @numba.njit
+    def rows(a, n, scale, out):
+        for r in range(a.shape[0]):
+            out[r] = max32(a[r], n, scale)
+    return rows
+
+
+def test_max32_equals_numpy_max_of_the_scaled_prefix():
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((200, 37)) * 10.0 ** rng.integers(-30, 30, (200, 37))
+         ).astype(np.float32)
+    out = np.empty(200, np.float32)
+    for n, scale in ((37, 1.0), (37, 0.125), (5, -3.0), (1, 2.0)):
+        _row_max()(a, n, np.float32(scale), out)
+        np.testing.assert_array_equal(out, (a[:, :n] * np.float32(scale)).max(axis=1))
+
+
+def test_max32_special_values():
+    rows = np.zeros((6, 4), np.float32)
+    rows[0, 2] = np.nan
+    rows[1, 1] = -np.nan                # sign bit set: still NaN, not the smallest value
+    rows[2] = -np.inf
+    rows[3] = [-0.0, -0.0, -0.0, -0.0]
+    rows[4] = [-5.0, np.inf, 1.0, 2.0]
+    rows[5] = [-7.0, -3.0, -1e-45, -9.0]
+    out = np.empty(6, np.float32)
+    _row_max()(rows, 4, np.float32(1.0), out)
+    assert np.isnan(out[0]) and np.isnan(out[1])
+    assert out[2] == -np.inf
+    assert out[3] == 0 and np.signbit(out[3])
+    assert out[4] == np.inf and out[5] == np.float32(-1e-45)
+    _row_max()(rows, 0, np.float32(1.0), out)
+    assert np.all(out == -np.inf)       # an empty prefix
