@@ -140,6 +140,12 @@ class Variable:
         ``grad`` is the upstream gradient (defaults to ones, as in DeZero).  With
         ``create_graph=True`` the gradients are themselves differentiable.
         """
+        for name, flag in (("retain_grad", retain_grad), ("create_graph", create_graph)):
+            if not isinstance(flag, (bool, np.bool_)):
+                # PyTorch's backward takes the upstream gradient first; here it is a keyword.
+                raise TypeError(f"backward: {name} must be a bool, got "
+                                f"{type(flag).__name__}; pass an upstream gradient as "
+                                f"backward(grad=...)")
         _run([self], None if grad is None else [grad], retain_grad, create_graph, None)
 
     def register_hook(self, fn):

@@ -318,3 +318,16 @@ def test_leaf_grads_that_are_views_of_one_buffer_are_separated():
     (F.reshape(x, (6,)) + x2).sum().backward()      # both grads derive from one array
     x2.grad.data[:] = 5
     np.testing.assert_array_equal(x.grad.data, np.ones((2, 3)))
+
+
+def test_backward_with_a_positional_gradient_names_the_keyword():
+    # A PyTorch habit: y.backward(upstream).  Here the first argument is retain_grad.
+    x = lz.Variable(np.array([1.0, 2.0]))
+    y = x * 3.0
+    with pytest.raises(TypeError, match=r"backward: retain_grad must be a bool, got ndarray;"
+                                        r" pass an upstream gradient as backward\(grad=\.\.\.\)"):
+        y.backward(np.array([1.0, 1.0]))
+    with pytest.raises(TypeError, match="create_graph must be a bool, got str"):
+        y.backward(create_graph="yes")
+    y.backward(grad=np.array([1.0, 0.5]))
+    np.testing.assert_array_equal(x.grad.data, [3.0, 1.5])
