@@ -4,8 +4,8 @@
     BENCH_THREADS=2 python benchmarks/bench_gelu.py
 
 Rows: LeZero's default path (the Numba kernel for exact GELU), LeZero's NumPy reference
-(``use_numba`` off) and the tanh approximation (NumPy), each against PyTorch; then the
-kernel against the NumPy reference on bare arrays, which is why the kernel exists.
+(``use_numba`` off) and the tanh approximation (its own kernel), each against PyTorch;
+then the kernel against the NumPy reference on bare arrays, which is why the kernel exists.
 """
 import os
 import sys

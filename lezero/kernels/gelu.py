@@ -1,4 +1,5 @@
-"""Numba kernels for exact GELU in float32: forward, and the fused gradient ``gy * gelu'(x)``.
+"""Numba kernels for GELU in float32, exact and tanh-approximated: forward, and the fused
+gradient ``gy * gelu'(x)``.
 
 The NumPy reference beside them is ``lezero.functions._gelu.gelu_array`` and
 ``gelu_grad_array`` (scipy's erf); tests compare the two.  Importing this module imports
@@ -17,6 +18,10 @@ rounding at 1), and e^(-z^2) = e^(-x^2/2) is also the density's exponential.  Wo
 from the tail keeps tiny GELU values for very negative x meaningful (relative error 0.05%
 at x = -4, 1.5% at x = -9) where 1 + erf(x) cancels to 0.  The approximation is too
 coarse for float64, which always takes the reference path.
+
+The tanh form x/2 (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), is computed as
+x * sigmoid(2u) (the same number: 1 + tanh u = 2 sigmoid(2u)), one exp32 per element
+and no cancellation in 1 + tanh u for negative x.
 """
 import math
 
@@ -71,19 +76,46 @@ def _backward(x, gy, out):
         out[i] = gy[i] * (_cdf(v, g) + v * g * _INV_SQRT_2PI)
 
 
+_TWO_C = _f(2 * math.sqrt(2 / math.pi))
+_K, _3K = _f(0.044715), _f(3 * 0.044715)
+
+
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+def _sigmoid_2u(v):
+    """sigmoid(2u) = (1 + tanh u) / 2 for the tanh form's u(v)."""
+    return _ONE / (_ONE + exp32(-_TWO_C * (v + _K * v * v * v)))
+
+
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+def _forward_tanh(x, out):
+    for i in range(x.size):
+        v = x[i]
+        out[i] = v * _sigmoid_2u(v)
+
+
+@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+def _backward_tanh(x, gy, out):
+    for i in range(x.size):
+        v = x[i]
+        s = _sigmoid_2u(v)
+        # d/dv [v s(2u)] = s + v s (1 - s) * 2u'(v), 2u' = 2c (1 + 3k v^2)
+        out[i] = gy[i] * (s + v * s * (_ONE - s) * _TWO_C * (_ONE + _3K * v * v))
+
+
 def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
-def gelu_forward(x):
-    """x * Phi(x) for a float32 NumPy array (any shape)."""
+def gelu_forward(x, approximate="none"):
+    """GELU of a float32 NumPy array (any shape): x * Phi(x), or the tanh form."""
     out = np.empty(x.shape, np.float32)
-    _forward(_flat(x), out.reshape(-1))
+    (_forward_tanh if approximate == "tanh" else _forward)(_flat(x), out.reshape(-1))
     return out
 
 
-def gelu_backward(x, gy):
+def gelu_backward(x, gy, approximate="none"):
     """gy * gelu'(x) for float32 NumPy arrays of one shape."""
     out = np.empty(x.shape, np.float32)
-    _backward(_flat(x), _flat(gy), out.reshape(-1))
+    kernel = _backward_tanh if approximate == "tanh" else _backward
+    kernel(_flat(x), _flat(gy), out.reshape(-1))
     return out

@@ -114,6 +114,34 @@ def test_gelu_numba_kernel_matches_numpy_reference():
     np.testing.assert_allclose(gelu_forward(x2), gelu_array(x2, "none"), rtol=2e-6, atol=5e-7)
 
 
+@pytest.mark.skipif(not kernels.numba_available(), reason="numba not installed")
+def test_gelu_tanh_numba_kernel_matches_float64_truth_and_torch():
+    from lezero.kernels.gelu import gelu_backward, gelu_forward
+    x = np.concatenate([rand(997, dtype=np.float32, low=-8, high=8, seed=13),
+                        np.array([0, -0.0, 1e-30, -12, 12, 40, -40, np.inf], np.float32)])
+    gy = rand(x.size, dtype=np.float32, seed=14)
+    x64 = x.astype(np.float64)
+    truth = gelu_array(x64, "tanh")
+    y = gelu_forward(x, "tanh")
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, truth, rtol=2e-6, atol=5e-7)
+    # x * sigmoid(2u) has no cancellation where GELU is tiny: relative accuracy holds
+    far = np.array([-4.0, -5.0, -6.0], np.float32)
+    np.testing.assert_allclose(gelu_forward(far, "tanh"), gelu_array(far.astype(np.float64),
+                                                                     "tanh"), rtol=1e-5)
+    np.testing.assert_allclose(gelu_backward(x[:-1], gy[:-1], "tanh"),
+                               gelu_grad_array(x64[:-1], gy[:-1].astype(np.float64), "tanh"),
+                               rtol=2e-6, atol=5e-7)
+    t = torch.from_numpy(x[:-1].copy()).requires_grad_()
+    TF.gelu(t, approximate="tanh").backward(torch.from_numpy(gy[:-1]))
+    np.testing.assert_allclose(F.gelu(x[:-1], approximate="tanh").data,
+                               TF.gelu(t, approximate="tanh").detach().numpy(), rtol=2e-6,
+                               atol=5e-7)
+    np.testing.assert_allclose(gelu_backward(x[:-1], gy[:-1], "tanh"), t.grad.numpy(),
+                               rtol=5e-6, atol=1e-6)
+    assert np.isnan(gelu_forward(np.array([np.nan], np.float32), "tanh")[0])
+
+
 def test_gelu_paths_agree_and_match_torch_with_numba_off():
     x = rand(4, 5, dtype=np.float32, low=-4, high=4, seed=6)
     with lz.using_config("use_numba", False):
