@@ -206,10 +206,22 @@ def broadcast_to(x, shape):
 def _sum_to(x, shape):
     """Sum array ``x`` down to ``shape`` (the reverse of broadcasting)."""
     lead = x.ndim - len(shape)
+    if lead and shape == x.shape[lead:] and _gemv_ok(x):
+        # Only leading axes go (a bias gradient): a row of ones times x as a (rows, n)
+        # matrix is one BLAS gemv, about twice as fast as NumPy's sum over those axes.
+        rows = math.prod(x.shape[:lead])
+        ones = xp_of(x).ones(rows, x.dtype)
+        return (ones @ x.reshape(rows, math.prod(shape))).reshape(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
                                       if s == 1 and x.shape[i + lead] != 1)
     y = x.sum(axis=axes, keepdims=True) if axes else x
     return y.reshape(shape) if lead else y
+
+
+def _gemv_ok(x):
+    """NumPy float arrays laid out so that the leading axes merge into rows for free."""
+    return (type(x) is np.ndarray and x.dtype in (np.float32, np.float64) and x.ndim >= 2
+            and x.flags.c_contiguous)
 
 
 class SumTo(Function):

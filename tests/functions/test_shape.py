@@ -56,6 +56,8 @@ CASES = [
      [(3, 1)]),
     ("sum_to", lambda a: F.sum_to(a, (3, 1)), lambda a: a.sum(0).sum(-1, keepdim=True),
      [(2, 3, 2)]),
+    # leading axes only (a bias gradient): the BLAS gemv path
+    ("sum_to_leading", lambda a: F.sum_to(a, (2,)), lambda a: a.sum((0, 1)), [(3, 4, 2)]),
     ("concatenate", lambda a, b: F.concatenate([a, b], axis=1), lambda a, b: T.cat([a, b], 1),
      [(2, 1), (2, 3)]),
     ("stack", lambda a, b: F.stack([a, b], axis=-1), lambda a, b: T.stack([a, b], -1),
@@ -304,3 +306,15 @@ BAD = [
 def test_bad_arguments_raise_named_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_sum_to_leading_axes_gemv_path_matches_float64_sum():
+    # (16, 64, 384) float32 as in a linear layer's bias gradient; transposed input takes
+    # NumPy's reduction instead, and both agree with the float64 sum.
+    g = rand(16, 64, 384, dtype=np.float32, seed=11)
+    truth = g.astype(np.float64).sum(axis=(0, 1))
+    np.testing.assert_allclose(F.sum_to(g, (384,)).data, truth, rtol=1e-5, atol=1e-4)
+    gt = np.ascontiguousarray(g.transpose(1, 0, 2)).transpose(1, 0, 2)
+    assert not gt.flags.c_contiguous
+    np.testing.assert_allclose(F.sum_to(gt, (384,)).data, truth, rtol=1e-5, atol=1e-4)
+    assert F.sum_to(np.zeros((0, 3), np.float32), (3,)).data.tolist() == [0, 0, 0]
