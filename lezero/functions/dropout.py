@@ -1,4 +1,5 @@
-"""Stochastic regularisers: dropout, dropout2d, alpha_dropout (``torch.nn.functional`` names).
+"""Stochastic regularisers: dropout, dropout1d/2d/3d, alpha_dropout (``torch.nn.functional``
+names).
 
 ``training=None`` (the default) follows ``lz.Config.train``, so ``lz.test_mode()`` (or
 ``Module.eval()``) turns them into the identity.  Masks come from the process generator
@@ -12,10 +13,10 @@ from lezero.core import Function, Variable
 from lezero.core.config import get_config
 from lezero.core.random import get_rng
 from lezero.functions._activation_utils import check_input, check_probability
-from lezero.functions._utils import constant, data_of, xp_of
+from lezero.functions._utils import check_bool, constant, data_of, xp_of
 from lezero.functions.registry import register
 
-__all__ = ["dropout", "dropout2d", "alpha_dropout"]
+__all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout"]
 
 # alpha_dropout's saturation value: -SELU's scale * alpha (PyTorch's constant).
 ALPHA_PRIME = 1.7580993408473766
@@ -66,9 +67,24 @@ def _inverted_dropout(arr, p):
     return _keep_mask(arr, p, arr.shape) * (1 / (1 - p)), None
 
 
-def _channel_dropout(arr, p):
-    channels = arr.shape[:2] + (1,) * (arr.ndim - 2)      # one draw per (sample, channel)
-    return _keep_mask(arr, p, channels) * (1 / (1 - p)), None
+def _channel_dropout(lead):
+    """A draw that zeroes whole channels: one mask value per index of the first ``lead``
+    axes ((sample, channel) when batched, channel alone when not), shared by the rest."""
+    def draw(arr, p):
+        channels = arr.shape[:lead] + (1,) * (arr.ndim - lead)
+        return _keep_mask(arr, p, channels) * (1 / (1 - p)), None
+    return draw
+
+
+def _feature_dropout(op, input, p, training, layouts):
+    """Channel dropout for the ranks in ``layouts``: {ndim: (lead axes, "(N, C, ...)")}.
+    Any other rank is a ValueError listing the accepted layouts."""
+    ndim = data_of(check_input(op, input)).ndim
+    if ndim not in layouts:
+        accepted = " or ".join(f"{n}-D {text}" for n, (_, text) in sorted(layouts.items()))
+        raise ValueError(f"{op}: input must be {accepted}, got {ndim}-D with shape "
+                         f"{data_of(input).shape}")
+    return _apply(op, input, p, training, _channel_dropout(layouts[ndim][0]))
 
 
 def _alpha_dropout(arr, p):
@@ -87,15 +103,32 @@ def dropout(input, p=0.5, training=None):
 
 
 @register("stochastic")
+def dropout1d(input, p=0.5, training=None, inplace=False):
+    """Zero whole channels of (N, C, L) (or of unbatched (C, L)) with probability ``p``;
+    scale the rest by 1 / (1 - p).  ``inplace`` is accepted for PyTorch compatibility and
+    has no effect (a new Variable is always returned)."""
+    check_bool("dropout1d", "inplace", inplace)
+    return _feature_dropout("dropout1d", input, p, training,
+                            {2: (1, "(C, L)"), 3: (2, "(N, C, L)")})
+
+
+@register("stochastic")
 def dropout2d(input, p=0.5, training=None):
     """Zero whole channels ``input[n, c]`` with probability ``p``; scale the rest by
     1 / (1 - p).  Input is (N, C, H, W), or (N, C, L) treated channel-wise as PyTorch
     currently does."""
-    ndim = data_of(check_input("dropout2d", input)).ndim
-    if ndim not in (3, 4):
-        raise ValueError(f"dropout2d: input must be 3-D (N, C, L) or 4-D (N, C, H, W), "
-                         f"got {ndim}-D with shape {data_of(input).shape}")
-    return _apply("dropout2d", input, p, training, _channel_dropout)
+    return _feature_dropout("dropout2d", input, p, training,
+                            {3: (2, "(N, C, L)"), 4: (2, "(N, C, H, W)")})
+
+
+@register("stochastic")
+def dropout3d(input, p=0.5, training=None, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) (or of unbatched (C, D, H, W)) with
+    probability ``p``; scale the rest by 1 / (1 - p).  ``inplace`` is accepted for PyTorch
+    compatibility and has no effect (a new Variable is always returned)."""
+    check_bool("dropout3d", "inplace", inplace)
+    return _feature_dropout("dropout3d", input, p, training,
+                            {4: (1, "(C, D, H, W)"), 5: (2, "(N, C, D, H, W)")})
 
 
 @register("stochastic")

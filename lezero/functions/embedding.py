@@ -74,14 +74,15 @@ def _check_indices(indices, num):
                              f"{num} rows (valid indices are 0 to {num - 1})")
 
 
-def _check_padding_idx(padding_idx, num):
+def _check_padding_idx(padding_idx, num, op="embedding"):
+    """``padding_idx`` as a row number in [0, num), or None."""
     if padding_idx is None:
         return None
     if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
-        raise TypeError(f"embedding: padding_idx must be an int or None, "
+        raise TypeError(f"{op}: padding_idx must be an int or None, "
                         f"got {type(padding_idx).__name__}")
     if not -num <= padding_idx < num:
-        raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for a weight "
+        raise ValueError(f"{op}: padding_idx {padding_idx} is out of range for a weight "
                          f"with {num} rows")
     return int(padding_idx) % num
 

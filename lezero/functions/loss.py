@@ -7,7 +7,8 @@ The family is split by kind; every public loss is re-exported here:
   gaussian_nll_loss;
 * ``loss_binary``: binary_cross_entropy, binary_cross_entropy_with_logits, kl_div;
 * ``loss_margin``: cosine_embedding_loss, margin_ranking_loss, triplet_margin_loss,
-  hinge_embedding_loss;
+  hinge_embedding_loss, soft_margin_loss, multilabel_soft_margin_loss, multi_margin_loss,
+  multilabel_margin_loss;
 * ``loss_ctc``: ctc_loss (forward-backward algorithm in log space).
 
 Every loss takes ``reduction`` ('none', 'mean' or 'sum'; kl_div also 'batchmean') and
@@ -20,11 +21,16 @@ from lezero.functions.loss_binary import (binary_cross_entropy,
 from lezero.functions.loss_ce import cross_entropy, nll_loss
 from lezero.functions.loss_ctc import ctc_loss
 from lezero.functions.loss_margin import (cosine_embedding_loss, hinge_embedding_loss,
-                                          margin_ranking_loss, triplet_margin_loss)
+                                          margin_ranking_loss, multi_margin_loss,
+                                          multilabel_margin_loss,
+                                          multilabel_soft_margin_loss, soft_margin_loss,
+                                          triplet_margin_loss)
 from lezero.functions.loss_regression import (gaussian_nll_loss, huber_loss, l1_loss,
                                               mse_loss, poisson_nll_loss, smooth_l1_loss)
 
 __all__ = ["cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
            "cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
-           "hinge_embedding_loss", "poisson_nll_loss", "gaussian_nll_loss", "ctc_loss"]
+           "hinge_embedding_loss", "poisson_nll_loss", "gaussian_nll_loss", "ctc_loss",
+           "soft_margin_loss", "multilabel_soft_margin_loss", "multi_margin_loss",
+           "multilabel_margin_loss"]

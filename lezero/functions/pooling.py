@@ -1,16 +1,20 @@
 """Pooling operators with ``torch.nn.functional``'s names, arguments and layouts.
 
-Inputs are ``(N, C, H, W)`` (or unbatched ``(C, H, W)``) for the 2-D ops and ``(N, C, L)``
-(or ``(C, L)``) for the 1-D ops, which run as 2-D ops over a height of one.
+Inputs are ``(N, C, D, H, W)`` (or unbatched ``(C, D, H, W)``) for the 3-D ops,
+``(N, C, H, W)`` (or ``(C, H, W)``) for the 2-D ops and ``(N, C, L)`` (or ``(C, L)``) for
+the 1-D ops, which run as 2-D ops over a height of one.
 
-Max pooling keeps the flat index ``h * W + w`` of each window's maximum (PyTorch's
-``return_indices``); its gradient scatters into those positions and the gradient of
-that is a gather, so max pooling is differentiable twice.  Average pooling is linear:
-its backward is its transpose, whose backward is average pooling again.
+Max pooling keeps the flat index ``h * W + w`` (``(d * H + h) * W + w`` in 3-D) of each
+window's maximum (PyTorch's ``return_indices``); its gradient scatters into those
+positions and the gradient of that is a gather, so max pooling is differentiable twice.
+Average pooling is linear: its backward is its transpose, whose backward is average
+pooling again.
 
 Adaptive pooling lives in ``pooling_adaptive``, resizing (``interpolate``,
 ``pixel_shuffle``) in ``pooling_resize``; they are re-exported here.
 """
+import functools
+
 import numpy as np
 
 from lezero.core import Function, Variable
@@ -24,25 +28,27 @@ from lezero.functions.registry import register
 from lezero.functions.shape import reshape
 from lezero.kernels import pooling as pool_kernels
 
-__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "lp_pool1d", "lp_pool2d",
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "lp_pool1d", "lp_pool2d",
            "max_unpool1d", "max_unpool2d"] + _adaptive.__all__ + _resize.__all__
 
 
 # ----- max pooling -------------------------------------------------------------------------
 
-class MaxPool2d(Function):
-    """Max pooling over (N, C, H, W); ``indices`` holds each maximum's flat position."""
+class MaxPoolNd(Function):
+    """Max pooling over (N, C, H, W) or (N, C, D, H, W); ``indices`` holds each maximum's
+    flat position."""
 
     def __init__(self, geom):
         self.geom = geom
 
     def forward(self, x):
         g = self.geom
-        n, c, h, w = x.shape
-        y, idx = pool_kernels.max_pool2d(x.reshape(n * c, h, w), g.kernel, g.stride,
-                                         g.padding, g.dilation, g.out_size)
-        self.indices = idx.reshape((n, c) + g.out_size)
-        return y.reshape((n, c) + g.out_size)
+        rows = x.shape[0] * x.shape[1]
+        y, idx = pool_kernels.max_pool(x.reshape((rows,) + x.shape[2:]), g.kernel, g.stride,
+                                       g.padding, g.dilation, g.out_size)
+        self.indices = idx.reshape(x.shape[:2] + g.out_size)
+        return y.reshape(x.shape[:2] + g.out_size)
 
     def backward(self, gy):
         return IndexScatter(self.indices, self.inputs[0].shape)(gy)
@@ -51,7 +57,7 @@ class MaxPool2d(Function):
 def _max_pool(op, dims, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     shape4, restore = as_4d(op, x, dims)
     geom = geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims)
-    f = MaxPool2d(geom)
+    f = MaxPoolNd(geom)
     y = restore(f(reshape(x, shape4)))
     if return_indices:
         return y, Variable(restore(f.indices), requires_grad=False)
@@ -78,6 +84,15 @@ def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                      return_indices)
 
 
+@register("pooling")
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling of (N, C, D, H, W) or (C, D, H, W); ``stride`` defaults to
+    ``kernel_size``.  Indices are the flat positions ``(d * H + h) * W + w``."""
+    return _max_pool("max_pool3d", 3, x, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
 # ----- average pooling ---------------------------------------------------------------------
 
 def _window_counts(size, out, k, s, p, include_pad):
@@ -90,8 +105,9 @@ def _window_counts(size, out, k, s, p, include_pad):
     return np.minimum(end, size) - np.maximum(start, 0)
 
 
-class AvgPool2d(Function):
-    """Average pooling over (N, C, H, W) with a precomputed (OH, OW) divisor."""
+class AvgPoolNd(Function):
+    """Average pooling over (N, C, H, W) or (N, C, D, H, W) with a precomputed divisor
+    of the output's spatial shape."""
 
     def __init__(self, geom, divisor):
         self.geom = geom
@@ -100,20 +116,19 @@ class AvgPool2d(Function):
     def forward(self, x):
         g = self.geom
         xp = xp_of(x)
-        (ph, pw), (h, w) = g.padding, g.in_size
         xpad = xp.zeros(x.shape[:2] + g.padded_shape(), dtype=x.dtype)
-        xpad[..., ph:ph + h, pw:pw + w] = x
+        xpad[g.interior()] = x
         acc = None
         for sl in g.taps():
             acc = xpad[sl].copy() if acc is None else acc + xpad[sl]
         return acc / xp.asarray(self.divisor, dtype=x.dtype)
 
     def backward(self, gy):
-        return AvgPool2dGrad(self.geom, self.divisor, self.inputs[0].shape)(gy)
+        return AvgPoolNdGrad(self.geom, self.divisor, self.inputs[0].shape)(gy)
 
 
-class AvgPool2dGrad(Function):
-    """The transpose of ``AvgPool2d``: spread each output's gradient over its window."""
+class AvgPoolNdGrad(Function):
+    """The transpose of ``AvgPoolNd``: spread each output's gradient over its window."""
 
     def __init__(self, geom, divisor, x_shape):
         self.geom = geom
@@ -123,15 +138,14 @@ class AvgPool2dGrad(Function):
     def forward(self, gy):
         g = self.geom
         xp = xp_of(gy)
-        (ph, pw), (h, w) = g.padding, g.in_size
         share = gy / xp.asarray(self.divisor, dtype=gy.dtype)
         gpad = xp.zeros(gy.shape[:2] + g.padded_shape(), dtype=gy.dtype)
         for sl in g.taps():
             gpad[sl] += share
-        return gpad[..., ph:ph + h, pw:pw + w].copy()
+        return gpad[g.interior()].copy()
 
     def backward(self, ggx):
-        return AvgPool2d(self.geom, self.divisor)(ggx)
+        return AvgPoolNd(self.geom, self.divisor)(ggx)
 
 
 def _avg_pool(op, dims, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -148,11 +162,11 @@ def _avg_pool(op, dims, x, kernel_size, stride, padding, ceil_mode, count_includ
             raise ValueError(f"{op}: divisor_override must be non-zero, got 0")
         divisor = np.full(geom.out_size, float(divisor_override))
     else:
-        ch, cw = (_window_counts(*a, count_include_pad) for a in
-                  zip(geom.in_size, geom.out_size, geom.kernel, geom.stride, geom.padding))
-        divisor = np.outer(ch, cw).astype(np.float64)
+        counts = [_window_counts(*a, count_include_pad) for a in
+                  zip(geom.in_size, geom.out_size, geom.kernel, geom.stride, geom.padding)]
+        divisor = functools.reduce(np.multiply.outer, counts).astype(np.float64)
     divisor = xp_of(x).asarray(divisor)
-    return restore(AvgPool2d(geom, divisor)(reshape(x, shape4)))
+    return restore(AvgPoolNd(geom, divisor)(reshape(x, shape4)))
 
 
 @register("pooling")
@@ -161,6 +175,15 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     """2-D average pooling of (N, C, H, W) or (C, H, W), with PyTorch's divisor rules:
     padding counts when ``count_include_pad``; ``divisor_override`` replaces the divisor."""
     return _avg_pool("avg_pool2d", 2, x, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+@register("pooling")
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """3-D average pooling of (N, C, D, H, W) or (C, D, H, W), with ``avg_pool2d``'s
+    divisor rules (``count_include_pad``, ``divisor_override``)."""
+    return _avg_pool("avg_pool3d", 3, x, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)
 
 

@@ -3,11 +3,13 @@
 Output cell ``i`` of an axis of length ``n`` pooled to ``m`` covers input positions
 ``floor(i * n / m)`` up to ``ceil((i + 1) * n / m)`` (PyTorch's windows; they may overlap).
 
-* Average: a rectangle's mean is separable, so ``y = A_h @ x @ A_w.T`` with two small
-  constant averaging matrices -- matmul's gradient (and its gradient) come for free.
-* Max: the maximum over a rectangle is the maximum over rows of the maximum over
-  columns; doing the columns first and the rows second keeps PyTorch's choice among
-  ties (the first maximum in row-major order).  The gradient scatters to the argmax.
+* Average: a box's mean is separable, so ``y = A_h @ x @ A_w.T`` with small constant
+  averaging matrices (one more, along D, in 3-D) -- matmul's gradient (and its gradient)
+  come for free.
+* Max: the maximum over a box is the maximum over rows of the maximum over columns (and
+  over depth of that, in 3-D); reducing the last axis first and the first axis last keeps
+  PyTorch's choice among ties (the first maximum in row-major order).  The gradient
+  scatters to the argmax.
 """
 import numpy as np
 
@@ -18,8 +20,8 @@ from lezero.functions.pooling_common import IndexScatter, as_4d
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"]
 
 
 def _output_size(op, output_size, in_size):
@@ -54,14 +56,20 @@ def _averaging_matrix(size, out, xp, dtype):
 
 def _adaptive_avg(op, dims, x, output_size):
     shape4, restore = as_4d(op, x, dims)
-    out = _output_size(op, output_size, shape4[4 - dims:])
-    out = ((1,) if dims == 1 else ()) + out
+    out = ((1,) if dims == 1 else ()) + _output_size(op, output_size, shape4[-dims:])
     xp, dtype = xp_of(x), x.dtype
     y = reshape(x, shape4)
-    if out[0] != shape4[2]:
-        y = matmul(constant(_averaging_matrix(shape4[2], out[0], xp, dtype)), y)
-    if out[1] != shape4[3]:
-        y = matmul(y, constant(_averaging_matrix(shape4[3], out[1], xp, dtype).T))
+    last = len(shape4) - 1
+    for axis, (size, o) in enumerate(zip(shape4[2:], out), start=2):
+        if o == size:
+            continue
+        mat = constant(_averaging_matrix(size, o, xp, dtype))
+        if axis == last:
+            y = matmul(y, mat.T)
+        else:   # average along ``axis`` with the axes after it flattened into columns
+            lead, rest = y.shape[:axis], y.shape[axis + 1:]
+            y = matmul(mat, reshape(y, lead + (size, -1)))
+            y = reshape(y, lead + (o,) + rest)
     return restore(y)
 
 
@@ -78,6 +86,13 @@ def adaptive_avg_pool1d(x, output_size):
     return _adaptive_avg("adaptive_avg_pool1d", 1, x, output_size)
 
 
+@register("pooling")
+def adaptive_avg_pool3d(x, output_size):
+    """Average pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size`` (an int, or a
+    tuple in which None keeps that input size)."""
+    return _adaptive_avg("adaptive_avg_pool3d", 3, x, output_size)
+
+
 def _gather_table(size, out, xp):
     """(out, kmax) input positions per window; short windows repeat their last position,
     which changes neither the maximum nor which tie comes first."""
@@ -87,27 +102,32 @@ def _gather_table(size, out, xp):
     return xp.asarray(table)
 
 
-class AdaptiveMaxPool2d(Function):
-    """Adaptive max pooling of (N, C, H, W); ``indices`` are flat ``h * W + w``."""
+class AdaptiveMaxPoolNd(Function):
+    """Adaptive max pooling of (N, C, H, W) or (N, C, D, H, W); ``indices`` are flat
+    ``h * W + w`` (``(d * H + h) * W + w``)."""
 
     def __init__(self, out_size):
         self.out_size = out_size
 
     def forward(self, x):
         xp = xp_of(x)
-        (oh, ow), w = self.out_size, x.shape[3]
-        th, tw = _gather_table(x.shape[2], oh, xp), _gather_table(w, ow, xp)
-        # Columns first: per row, the best column of each output column's window.
-        cols = x[..., tw]                                  # (N, C, H, OW, kw)
-        best_k = cols.argmax(axis=-1)                      # (N, C, H, OW)
-        row_max = xp.take_along_axis(cols, best_k[..., None], -1)[..., 0]
-        best_w = tw[xp.arange(ow), best_k]                 # absolute column
-        # Then rows: the best row of each output row's window.
-        rows = row_max[:, :, th, :]                        # (N, C, OH, kh, OW)
-        best_r = rows.argmax(axis=3)                       # (N, C, OH, OW)
-        y = xp.take_along_axis(rows, best_r[:, :, :, None, :], 3)[:, :, :, 0, :]
-        best_h = th[xp.arange(oh)[:, None], best_r]        # absolute row
-        self.indices = best_h * w + xp.take_along_axis(best_w, best_h, 2)
+        y, index, stride = x, None, 1
+        # One spatial axis at a time, the last first.  Before reducing ``axis`` the
+        # axes after it are already pooled; ``index`` holds, per element, the flat
+        # position of its maximum within those axes, ``stride`` their input size.
+        for axis in reversed(range(2, x.ndim)):
+            size, o = x.shape[axis], self.out_size[axis - 2]
+            table = _gather_table(size, o, xp)                   # (o, k)
+            wins = xp.take(y, table, axis=axis)                  # ..., o, k, ...
+            best_k = xp.expand_dims(wins.argmax(axis=axis + 1), axis + 1)
+            y = xp.take_along_axis(wins, best_k, axis + 1).squeeze(axis + 1)
+            rows = xp.arange(o).reshape((o,) + (1,) * (x.ndim - 1 - axis))
+            best = table[rows, best_k.squeeze(axis + 1)]         # absolute position
+            flat = best * stride
+            if index is not None:       # plus the position within the axes after it
+                flat = flat + xp.take_along_axis(index, best, axis)
+            index, stride = flat, stride * size
+        self.indices = index
         return y
 
     def backward(self, gy):
@@ -118,8 +138,8 @@ def _adaptive_max(op, dims, x, output_size, return_indices):
     shape4, restore = as_4d(op, x, dims)
     if not isinstance(return_indices, (bool, np.bool_)):
         raise TypeError(f"{op}: return_indices must be a bool, got {return_indices!r}")
-    out = ((1,) if dims == 1 else ()) + _output_size(op, output_size, shape4[4 - dims:])
-    f = AdaptiveMaxPool2d(out)
+    out = ((1,) if dims == 1 else ()) + _output_size(op, output_size, shape4[-dims:])
+    f = AdaptiveMaxPoolNd(out)
     y = restore(f(reshape(x, shape4)))
     if return_indices:
         return y, Variable(restore(f.indices), requires_grad=False)
@@ -137,3 +157,11 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
 def adaptive_max_pool1d(x, output_size, return_indices=False):
     """Max pooling of (N, C, L) or (C, L) to length ``output_size``."""
     return _adaptive_max("adaptive_max_pool1d", 1, x, output_size, return_indices)
+
+
+@register("pooling")
+def adaptive_max_pool3d(x, output_size, return_indices=False):
+    """Max pooling of (N, C, D, H, W) or (C, D, H, W) to ``output_size``; with
+    ``return_indices`` also the flat int64 positions ``(d * H + h) * W + w`` of the
+    maxima."""
+    return _adaptive_max("adaptive_max_pool3d", 3, x, output_size, return_indices)

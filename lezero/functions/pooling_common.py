@@ -1,6 +1,8 @@
 """What the pooling modules share: argument checks, output geometry, and the index
 scatter/gather pair that carries max pooling's gradient (and its gradient's gradient).
 """
+import itertools
+
 import numpy as np
 
 from lezero.core import Function, Variable
@@ -35,7 +37,9 @@ def pooled_size(size, k, s, p, d, ceil_mode):
 
 
 class Geom:
-    """Kernel, stride, padding, dilation, input and output size of a 2-D pooling."""
+    """Kernel, stride, padding, dilation, input and output size of a pooling over two or
+    three spatial axes (1-D pooling runs as 2-D over a height of one); all are tuples with
+    one entry per spatial axis."""
 
     def __init__(self, kernel, stride, padding, dilation, in_size, out_size):
         self.kernel, self.stride, self.padding = kernel, stride, padding
@@ -43,24 +47,26 @@ class Geom:
 
     def taps(self):
         """For each kernel tap: the slices of the padded input that feed every output."""
-        (kh, kw), (sh, sw), (dh, dw), (oh, ow) = (self.kernel, self.stride, self.dilation,
-                                                  self.out_size)
-        for i in range(kh):
-            for j in range(kw):
-                yield (Ellipsis, slice(i * dh, i * dh + (oh - 1) * sh + 1, sh),
-                       slice(j * dw, j * dw + (ow - 1) * sw + 1, sw))
+        for tap in itertools.product(*(range(k) for k in self.kernel)):
+            yield (Ellipsis,) + tuple(
+                slice(t * d, t * d + (o - 1) * s + 1, s)
+                for t, d, o, s in zip(tap, self.dilation, self.out_size, self.stride))
 
     def padded_shape(self):
         """The padded spatial shape: both paddings, plus room for ceil-mode overhang."""
-        (kh, kw), (sh, sw), (ph, pw) = self.kernel, self.stride, self.padding
-        (dh, dw), (h, w), (oh, ow) = self.dilation, self.in_size, self.out_size
-        return (max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1),
-                max(w + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1))
+        return tuple(max(n + 2 * p, (o - 1) * s + (k - 1) * d + 1) for n, p, o, s, k, d in
+                     zip(self.in_size, self.padding, self.out_size, self.stride, self.kernel,
+                         self.dilation))
+
+    def interior(self):
+        """The slices of the padded input that hold the input itself."""
+        return (Ellipsis,) + tuple(slice(p, p + n) for p, n in zip(self.padding, self.in_size))
 
 
 def as_4d(op, x, dims):
-    """Check the input of a ``dims``-D pooling; return its data as (N, C, H, W) plus a
-    function that restores the caller's layout (unbatched, and 1-D)."""
+    """Check the input of a ``dims``-D pooling; return the shape to run it in, (N, C, H, W)
+    or (N, C, D, H, W) for 3-D, plus a function that restores the caller's layout
+    (unbatched, and 1-D)."""
     arr = check_float(op, "x", x)
     if arr.ndim not in (dims + 1, dims + 2) or 0 in arr.shape[-dims - 1:]:
         raise ValueError(f"{op}: expected a {dims + 1}-D (unbatched) or {dims + 2}-D input with "
@@ -70,7 +76,7 @@ def as_4d(op, x, dims):
     batched = arr.ndim == dims + 2
 
     def restore(y, keep_h=False):
-        """(N, C, OH, OW) back to the input's layout."""
+        """(N, C, *output size) back to the input's layout."""
         shape = y.shape if batched else y.shape[1:]
         if dims == 1 and not keep_h:
             shape = shape[:-2] + shape[-1:]
@@ -79,7 +85,8 @@ def as_4d(op, x, dims):
 
 
 def geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims):
-    """Validate the pooling arguments and compute the output size (all as 2-D tuples)."""
+    """Validate the pooling arguments and compute the output size (as tuples over the
+    spatial axes of ``shape4``: 1-D pooling runs over a height of one)."""
     kernel = int_tuple(op, "kernel_size", kernel_size, dims, 1)
     stride = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
         else int_tuple(op, "stride", stride, dims, 1)
@@ -97,9 +104,10 @@ def geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims
     out = tuple(pooled_size(*a, ceil_mode) for a in zip(in_size, kernel, stride, padding,
                                                           dilation))
     if min(out) < 1:
-        raise ValueError(f"{op}: input of spatial size {in_size[2 - dims:]} is too small for "
-                         f"kernel_size {kernel[2 - dims:]}, padding {padding[2 - dims:]} and "
-                         f"dilation {dilation[2 - dims:]} (output size {out[2 - dims:]})")
+        lead = len(in_size) - dims      # the added height of 1-D pooling is not reported
+        raise ValueError(f"{op}: input of spatial size {in_size[lead:]} is too small for "
+                         f"kernel_size {kernel[lead:]}, padding {padding[lead:]} and "
+                         f"dilation {dilation[lead:]} (output size {out[lead:]})")
     return Geom(kernel, stride, padding, dilation, in_size, out)
 
 

@@ -1,5 +1,5 @@
 """Resizing: ``interpolate`` (nearest, nearest-exact, (bi/tri)linear, area) and
-``pixel_shuffle`` / ``pixel_unshuffle``.
+``pixel_shuffle`` / ``pixel_unshuffle``; also ``channel_shuffle`` (a channel permutation).
 
 Interpolation is separable: each spatial axis is resampled in turn by gathering input
 rows (``get_item``) and, for the linear modes, mixing two neighbours with constant
@@ -18,7 +18,7 @@ from lezero.functions.pooling_adaptive import adaptive_avg_pool1d, adaptive_avg_
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item, reshape, transpose
 
-__all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle"]
+__all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
 
 _LINEAR = {3: "linear", 4: "bilinear", 5: "trilinear"}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
@@ -178,3 +178,26 @@ def pixel_unshuffle(x, downscale_factor):
     y = reshape(x, (-1, c, h // r, r, w // r, r))
     y = transpose(y, (0, 1, 3, 5, 2, 4))
     return reshape(y, tuple(lead) + (c * r * r, h // r, w // r))
+
+
+@register("shape")
+def channel_shuffle(input, groups):
+    """(N, C, *) with C = g * k -> the channels reordered as the transpose of a (g, k) grid
+    (ShuffleNet): output channel ``i * g + j`` is input channel ``j * k + i``."""
+    op = "channel_shuffle"
+    arr = check_float(op, "input", input)
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__}")
+    if groups < 1:
+        raise ValueError(f"{op}: groups must be positive, got {groups}")
+    if arr.ndim < 3:
+        raise ValueError(f"{op}: expected (N, C, *) input with at least 3 dims, got shape "
+                         f"{arr.shape}")
+    n, c, *rest = arr.shape
+    g = int(groups)
+    if c % g:
+        raise ValueError(f"{op}: the {c} channels are not divisible by groups={g} (input "
+                         f"shape {arr.shape})")
+    y = reshape(input, (n, g, c // g, *rest))
+    y = transpose(y, (0, 2, 1) + tuple(range(3, y.ndim)))
+    return reshape(y, arr.shape)

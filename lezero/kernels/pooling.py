@@ -4,10 +4,13 @@ signature; tests compare the two, and operators fall back to the reference whene
 ``lezero.kernels.enabled`` says no (CuPy arrays, ``Config.use_numba = False``, no Numba).
 
 Layout: ``x`` is ``(R, H, W)`` with ``R = N * C`` rows; indices are flat positions
-``h * W + w`` into one row, as PyTorch's ``return_indices`` gives them.
+``h * W + w`` into one row, as PyTorch's ``return_indices`` gives them.  3-D pooling
+(``(R, D, H, W)``, indices ``(d * H + h) * W + w``) runs on the NumPy/CuPy reference.
 Ties go to the first maximum in window order (row-major over the kernel), and a NaN
 wins over numbers (the last NaN in window order), which is what PyTorch's CPU kernel does.
 """
+import itertools
+
 import numpy as np
 
 from lezero.kernels import numba_available
@@ -22,35 +25,40 @@ def _window_rows(size, out, k, s, p, d, xp):
     return pos, (pos >= 0) & (pos < size)
 
 
-def max_pool2d_ref(x, kernel, stride, padding, dilation, out_size):
-    """Max pooling of ``x`` (R, H, W) -> (values (R, OH, OW), int64 indices (R, OH, OW)).
+def max_pool_ref(x, kernel, stride, padding, dilation, out_size):
+    """Max pooling of ``x`` (R, *spatial) over its spatial axes (two or three) ->
+    (values (R, *out_size), int64 flat indices (R, *out_size)).
 
-    Loops over the kernel taps (k*k strided slices of a padded copy), keeping a running
+    Loops over the kernel taps (strided slices of a padded copy), keeping a running
     maximum, so memory stays O(output) and the same code runs on CuPy.
     """
     xp = _xp(x)
-    R, H, W = x.shape
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw), (oh, ow) = kernel, stride, padding, dilation, out_size
+    size = x.shape[1:]
+    axes = list(zip(size, out_size, kernel, stride, padding, dilation))
     # Pad enough on the right for ceil_mode windows that overhang the input.
-    need_h = (oh - 1) * sh + (kh - 1) * dh + 1
-    need_w = (ow - 1) * sw + (kw - 1) * dw + 1
-    xpad = xp.zeros((R, max(need_h, H + ph), max(need_w, W + pw)), dtype=x.dtype)
-    xpad[:, ph:ph + H, pw:pw + W] = x
-    pos_h, ok_h = _window_rows(H, oh, kh, sh, ph, dh, xp)
-    pos_w, ok_w = _window_rows(W, ow, kw, sw, pw, dw, xp)
-    best = xp.full((R, oh, ow), -np.inf, dtype=x.dtype)
-    arg = xp.full((R, oh, ow), -1, dtype=np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            win = xpad[:, i * dh:i * dh + (oh - 1) * sh + 1:sh,
-                       j * dw:j * dw + (ow - 1) * sw + 1:sw]
-            inside = ok_h[:, i][:, None] & ok_w[:, j][None, :]
-            # The first tap inside the image always counts, even when it is -inf.
-            upd = inside & ((win > best) | xp.isnan(win) | (arg < 0))
-            best = xp.where(upd, win, best)
-            flat = pos_h[:, i][:, None] * W + pos_w[:, j][None, :]
-            arg = xp.where(upd, flat, arg)
+    padded = tuple(max((o - 1) * s + (k - 1) * d + 1, n + p) for n, o, k, s, p, d in axes)
+    xpad = xp.zeros(x.shape[:1] + padded, dtype=x.dtype)
+    xpad[(slice(None),) + tuple(slice(p, p + n) for n, p in zip(size, padding))] = x
+    windows = [_window_rows(*a, xp) for a in axes]
+    best = xp.full(x.shape[:1] + tuple(out_size), -np.inf, dtype=x.dtype)
+    arg = xp.full(best.shape, -1, dtype=np.int64)
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        win = xpad[(slice(None),) + tuple(slice(t * d, t * d + (o - 1) * s + 1, s) for
+                                          t, (_, o, _, s, _, d) in zip(tap, axes))]
+        inside, flat = True, 0
+        for axis, (t, (pos, ok)) in enumerate(zip(tap, windows)):
+            along = [1] * len(size)     # broadcast this axis' column against the others
+            along[axis] = -1
+            inside = inside & ok[:, t].reshape(along)
+            flat = flat * size[axis] + pos[:, t].reshape(along)
+        # The first tap inside the input always counts, even when it is -inf.
+        upd = inside & ((win > best) | xp.isnan(win) | (arg < 0))
+        best = xp.where(upd, win, best)
+        arg = xp.where(upd, flat, arg)
     return best, arg
+
+
+max_pool2d_ref = max_pool_ref     # the reference the 2-D Numba kernel is tested against
 
 
 def scatter_add_rows_ref(g, idx, row_size):
@@ -150,12 +158,13 @@ def scatter_add_rows_numba(g, idx, row_size):
     return out
 
 
-def max_pool2d(x, kernel, stride, padding, dilation, out_size):
-    """Dispatch: the Numba kernel where ``lezero.kernels.enabled``, else the reference."""
+def max_pool(x, kernel, stride, padding, dilation, out_size):
+    """Dispatch: the 2-D Numba kernel for ``x`` (R, H, W) where ``lezero.kernels.enabled``,
+    else the reference (also for 3-D pooling of (R, D, H, W))."""
     from lezero.kernels import enabled
-    if enabled(x):
+    if x.ndim == 3 and enabled(x):
         return max_pool2d_numba(x, kernel, stride, padding, dilation, out_size)
-    return max_pool2d_ref(x, kernel, stride, padding, dilation, out_size)
+    return max_pool_ref(x, kernel, stride, padding, dilation, out_size)
 
 
 def scatter_add_rows(g, idx, row_size):
@@ -166,5 +175,5 @@ def scatter_add_rows(g, idx, row_size):
     return scatter_add_rows_ref(g, idx, row_size)
 
 
-__all__ = ["max_pool2d", "max_pool2d_ref", "max_pool2d_numba", "scatter_add_rows",
+__all__ = ["max_pool", "max_pool_ref", "max_pool2d_ref", "max_pool2d_numba", "scatter_add_rows",
            "scatter_add_rows_ref", "scatter_add_rows_numba", "numba_available"]

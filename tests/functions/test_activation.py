@@ -294,7 +294,8 @@ def test_bad_inputs(call, err, match):
 
 @pytest.mark.parametrize("name", sorted(op.name for op in registry.operators("activation")))
 def test_every_activation_rejects_integer_input_by_name(name):
-    extra = (np.ones(1, np.float32),) if name == "prelu" else ()
+    # the required arguments after the input (prelu's weight, threshold's two numbers)
+    extra = {"prelu": (np.ones(1, np.float32),), "threshold": (0.0, 0.0)}.get(name, ())
     arg = "logits" if name == "gumbel_softmax" else "input"      # the parameter's name
     with pytest.raises(TypeError, match=rf"^{name}: {arg} must be floating point, got dtype int"):
         getattr(F, name)(np.arange(6).reshape(2, 3), *extra)

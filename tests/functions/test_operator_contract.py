@@ -172,6 +172,7 @@ CALLS = {
     "take": Call(A(*X), I([0, 3, 3]), axis=1), "tile": Call(A(*X), (2, 1)),
     "transpose": Call(A(2, 3, 4), (2, 0, 1)), "tril": Call(A(*X), k=1),
     "triu": Call(A(*X), k=1),
+    "channel_shuffle": Call(A(2, 6, 3), 3),
     # linear algebra
     "bilinear": Call(A(2, 3), A(2, 4), A(5, 3, 4), A(5)),
     "cholesky": Call(A(3, 3, make=_spd)), "det": Call(A(3, 3, make=_well_conditioned)),
@@ -180,6 +181,8 @@ CALLS = {
     "dot": Call(A(*X), A(4, 2)), "einsum": Call("ij,jk->ik", A(*X), A(4, 2)),
     "linear": Call(A(2, 4), A(3, 4), A(3)), "matmul": Call(A(2, 3, 4), A(4, 2)),
     "outer": Call(A(3), A(4)), "tensordot": Call(A(2, 3, 4), A(3, 4, 5), axes=2),
+    "cosine_similarity": Call(A(*X), A(4), axis=1, eps=1e-8),
+    "pairwise_distance": Call(A(*X), A(4), p=3.0, eps=1e-6, keepdim=True),
     # activations (Python-number hyperparameters where the operator has them)
     "celu": Call(A(*X), alpha=0.7), "elu": Call(A(*X), alpha=0.7), "gelu": Call(A(*X)),
     "glu": Call(A(*X), axis=1), "gumbel_softmax": Call(A(*X), tau=0.5, axis=1),
@@ -190,6 +193,8 @@ CALLS = {
     "selu": Call(A(*X)), "sigmoid": Call(A(*X)), "silu": Call(A(*X)),
     "softmax": Call(A(*X), axis=0), "softplus": Call(A(*X), beta=2.0, threshold=1.0),
     "softsign": Call(A(*X)), "tanhshrink": Call(A(*X)),
+    "hardshrink": Call(A(*X), lambd=0.3), "softshrink": Call(A(*X), lambd=0.3),
+    "threshold": Call(A(*X), 0.1, -0.5),
     # losses
     "binary_cross_entropy": Call(A(*X, low=0.05, high=0.95), A(*X, low=0.0, high=1.0),
                                  weight=A(4, **POS)),
@@ -207,9 +212,14 @@ CALLS = {
                    reduction="batchmean"),
     "l1_loss": Call(A(*X), A(*X), weight=A(*X, **POS)),
     "margin_ranking_loss": Call(A(5), A(5), A(5, make=_plus_minus_one), margin=0.5),
+    "multi_margin_loss": Call(A(*X), I([0, 3, 1]), p=2, margin=0.5, weight=C(4, **POS)),
+    "multilabel_margin_loss": Call(A(*X), I([[3, 0, -1, 1], [1, 1, -1, 2], [2, -1, 0, 0]])),
+    "multilabel_soft_margin_loss": Call(A(*X), A(*X, low=0.0, high=1.0),
+                                        weight=A(4, **POS)),
     "mse_loss": Call(A(*X), A(*X), weight=A(*X, **POS)),
     "poisson_nll_loss": Call(A(*X), A(*X, low=0.0, high=3.0), full=True),
     "smooth_l1_loss": Call(A(*X), A(*X), beta=0.5),
+    "soft_margin_loss": Call(A(*X), A(*X, make=_plus_minus_one)),
     "triplet_margin_loss": Call(A(*X), A(*X), A(*X), margin=0.5, p=3, swap=True),
     # convolution
     "conv1d": Call(A(2, 3, 8), A(4, 3, 3), A(4), padding=1),
@@ -225,6 +235,9 @@ CALLS = {
     "adaptive_max_pool1d": Call(A(2, 3, 7), 3), "adaptive_max_pool2d": Call(A(2, 3, 7, 5), (3, 2)),
     "avg_pool1d": Call(A(2, 3, 8), 2), "avg_pool2d": Call(A(2, 3, 6, 6), 2),
     "max_pool1d": Call(A(2, 3, 8), 2), "max_pool2d": Call(A(2, 3, 6, 6), 2),
+    "max_pool3d": Call(A(2, 3, 4, 4, 4), 2), "avg_pool3d": Call(A(2, 3, 4, 4, 4), 2),
+    "adaptive_avg_pool3d": Call(A(2, 3, 5, 4, 3), (2, 3, 2)),
+    "adaptive_max_pool3d": Call(A(2, 3, 5, 4, 3), (2, 3, 2)),
     "lp_pool1d": Call(A(2, 3, 8, low=0.1), 2, 2), "lp_pool2d": Call(A(2, 3, 6, 6, low=0.1), 2, 2),
     "max_unpool1d": Call(A(2, 3, 4), I(np.broadcast_to(_UNPOOL1, (2, 3, 4))), 2),
     "max_unpool2d": Call(A(2, 3, 3, 3), I(np.broadcast_to(_UNPOOL2, (2, 3, 3, 3))), 2),
@@ -242,8 +255,12 @@ CALLS = {
     # stochastic (training forced on: the identity in test mode is tested elsewhere)
     "dropout": Call(A(4, 5), p=0.3, training=True),
     "alpha_dropout": Call(A(4, 5), p=0.3, training=True),
+    "dropout1d": Call(A(2, 4, 5), p=0.3, training=True, inplace=False),
     "dropout2d": Call(A(2, 4, 3, 3), p=0.3, training=True),
+    "dropout3d": Call(A(2, 3, 2, 2, 2), p=0.3, training=True, inplace=False),
     "embedding": Call(I([[0, 2], [4, 1]]), A(5, 3), padding_idx=1),
+    "embedding_bag": Call(I([0, 2, 4, 1, 2]), A(5, 3), I([0, 2, 2]), mode="sum",
+                          per_sample_weights=A(5), padding_idx=1),
     # attention
     "scaled_dot_product_attention": Call(A(2, 3, 5, 4), A(2, 3, 6, 4), A(2, 3, 6, 4)),
     "multi_head_attention_forward": Call(A(3, 2, 4), A(5, 2, 4), A(5, 2, 4), 4, 2,

@@ -48,6 +48,11 @@ CASES = [
 @pytest.mark.parametrize("name,kwargs,inputs", CASES,
                          ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
 def test_loss_matches_torch(name, kwargs, inputs):
+    check_loss_case(name, kwargs, inputs)
+
+
+def check_loss_case(name, kwargs, inputs):
+    """nn.<name>(**kwargs) against torch.nn.<name> on ``inputs``, forward and backward."""
     t_kwargs = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v
                 for k, v in kwargs.items()}
     ours, theirs = getattr(nn, name)(**kwargs), getattr(torch.nn, name)(**t_kwargs)

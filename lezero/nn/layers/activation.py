@@ -7,7 +7,7 @@ constructor, and are handed to the operator in ``forward`` (a ``dim`` becomes ``
 always return a new Variable, since backward may need the input as it was.
 """
 import lezero.functions as F
-from lezero.nn.layers._utils import check_number, empty_parameter, op_module
+from lezero.nn.layers._utils import REQUIRED, check_number, empty_parameter, op_module
 from lezero.nn.module import Module
 
 _INPLACE = ("inplace", False, "bool")
@@ -121,6 +121,23 @@ class Tanh(_activation(F.tanh)):
 
 class Tanhshrink(_activation(F.tanhshrink)):
     """x - tanh(x), as ``torch.nn.Tanhshrink``."""
+
+
+class Hardshrink(_activation(F.hardshrink, ("lambd", 0.5, "number"))):
+    """x where |x| > lambd, 0 elsewhere, as ``torch.nn.Hardshrink``."""
+
+
+class Softshrink(_activation(F.softshrink, ("lambd", 0.5, "number"))):
+    """x moved lambd towards 0 (0 where |x| <= lambd), as ``torch.nn.Softshrink``."""
+
+    def _validate(self):
+        if not self.lambd >= 0:
+            raise ValueError(f"Softshrink: lambd must be non-negative, got {self.lambd}")
+
+
+class Threshold(_activation(F.threshold, ("threshold", REQUIRED, "number"),
+                            ("value", REQUIRED, "number"), _INPLACE)):
+    """x where x > threshold, value elsewhere, as ``torch.nn.Threshold``."""
 
 
 class Softmax(_activation(_softmax, ("dim", None, "int?"))):

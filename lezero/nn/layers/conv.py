@@ -91,6 +91,13 @@ def _conv_transpose_layer(n, fn):
     class ConvTranspose(_ConvNd):
         transposed = True
 
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                     output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
+            # PyTorch's positional order for transposed convolutions differs from Conv's.
+            super().__init__(in_channels, out_channels, kernel_size, stride=stride,
+                             padding=padding, dilation=dilation, groups=groups, bias=bias,
+                             output_padding=output_padding, padding_mode=padding_mode)
+
         def forward(self, x):
             self._check_input(x)
             return fn(x, self.weight, self.bias, self.stride, self.padding,
@@ -117,6 +124,10 @@ class ConvTranspose1d(_conv_transpose_layer(1, F.conv_transpose1d)):
 
 class ConvTranspose2d(_conv_transpose_layer(2, F.conv_transpose2d)):
     """Transposed 2-D convolution, as ``torch.nn.ConvTranspose2d``."""
+
+
+class ConvTranspose3d(_conv_transpose_layer(3, F.conv_transpose3d)):
+    """Transposed 3-D convolution over (N, C, D, H, W), as ``torch.nn.ConvTranspose3d``."""
 
 
 class LazyConv2d(Conv2d):

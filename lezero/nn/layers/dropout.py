@@ -36,11 +36,25 @@ class Dropout(_DropoutNd):
     _fn = staticmethod(F.dropout)
 
 
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) (or (C, L)) with probability ``p``, as
+    ``torch.nn.Dropout1d``."""
+
+    _fn = staticmethod(F.dropout1d)
+
+
 class Dropout2d(_DropoutNd):
     """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability ``p``, as
     ``torch.nn.Dropout2d``."""
 
     _fn = staticmethod(F.dropout2d)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) (or (C, D, H, W)) with probability ``p``, as
+    ``torch.nn.Dropout3d``."""
+
+    _fn = staticmethod(F.dropout3d)
 
 
 class AlphaDropout(_DropoutNd):

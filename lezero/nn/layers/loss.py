@@ -123,3 +123,31 @@ class TripletMarginLoss(_loss(F.triplet_margin_loss, ("margin", 1.0, "number"),
                               ("swap", False, "bool"), _SA, _RE, _REDUCTION, n_inputs=3)):
     """max(0, d(a, p) - d(a, n) + margin); ``forward(anchor, positive, negative)``, as
     ``torch.nn.TripletMarginLoss``."""
+
+
+class SoftMarginLoss(_loss(F.soft_margin_loss, _SA, _RE, _REDUCTION)):
+    """log(1 + exp(-target * input)) for labels 1 / -1, as ``torch.nn.SoftMarginLoss``."""
+
+
+class MultiLabelSoftMarginLoss(_loss(F.multilabel_soft_margin_loss, _WEIGHT, _SA, _RE,
+                                     _REDUCTION)):
+    """Binary cross entropy of logits (N, C) against 0 / 1 labels, averaged over the
+    classes, with an optional per-class ``weight`` (a buffer), as
+    ``torch.nn.MultiLabelSoftMarginLoss``."""
+
+
+class MultiMarginLoss(_loss(F.multi_margin_loss, ("p", 1, "number"), ("margin", 1.0, "number"),
+                            _WEIGHT, _SA, _RE, _REDUCTION)):
+    """The multi-class hinge of scores (N, C) against class indices (N,), with ``p`` 1 or
+    2 and an optional per-class ``weight`` (a buffer), as ``torch.nn.MultiMarginLoss``."""
+
+    def _validate(self):
+        super()._validate()
+        if self.p not in (1, 2):
+            raise ValueError(f"MultiMarginLoss: p must be 1 or 2 (only these are "
+                             f"supported), got {self.p!r}")
+
+
+class MultiLabelMarginLoss(_loss(F.multilabel_margin_loss, _SA, _RE, _REDUCTION)):
+    """The multi-label hinge of scores (N, C) against class lists (N, C) padded with -1,
+    as ``torch.nn.MultiLabelMarginLoss``."""

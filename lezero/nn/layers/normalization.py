@@ -155,6 +155,13 @@ class InstanceNorm2d(_InstanceNorm):
     ndims, shape_text = (3, 4), "(N, C, H, W) or (C, H, W)"
 
 
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) or (C, D, H, W), as
+    ``torch.nn.InstanceNorm3d``."""
+
+    ndims, shape_text = (4, 5), "(N, C, D, H, W) or (C, D, H, W)"
+
+
 class _ShapeNorm(Module):
     """Normalization over the trailing ``normalized_shape`` dims (LayerNorm, RMSNorm)."""
 

@@ -29,6 +29,12 @@ class MaxPool2d(op_module(F.max_pool2d, _KERNEL, _STRIDE, _PADDING, _DILATION, _
     ``return_indices`` also the positions (for ``MaxUnpool2d``)."""
 
 
+class MaxPool3d(op_module(F.max_pool3d, _KERNEL, _STRIDE, _PADDING, _DILATION, _INDICES,
+                          _CEIL)):
+    """Max over sliding windows of (N, C, D, H, W), as ``torch.nn.MaxPool3d``; with
+    ``return_indices`` also the flat positions ``(d * H + h) * W + w``."""
+
+
 class AvgPool1d(op_module(F.avg_pool1d, _KERNEL, _STRIDE, _PADDING, _CEIL,
                           ("count_include_pad", True, "bool"))):
     """Mean over sliding windows of (N, C, L), as ``torch.nn.AvgPool1d``."""
@@ -38,6 +44,12 @@ class AvgPool2d(op_module(F.avg_pool2d, _KERNEL, _STRIDE, _PADDING, _CEIL,
                           ("count_include_pad", True, "bool"),
                           ("divisor_override", None, "int?"))):
     """Mean over sliding windows of (N, C, H, W), as ``torch.nn.AvgPool2d``."""
+
+
+class AvgPool3d(op_module(F.avg_pool3d, _KERNEL, _STRIDE, _PADDING, _CEIL,
+                          ("count_include_pad", True, "bool"),
+                          ("divisor_override", None, "int?"))):
+    """Mean over sliding windows of (N, C, D, H, W), as ``torch.nn.AvgPool3d``."""
 
 
 class LPPool1d(op_module(F.lp_pool1d, ("norm_type", REQUIRED, "number"), _KERNEL, _STRIDE,
@@ -61,12 +73,22 @@ class AdaptiveAvgPool2d(op_module(F.adaptive_avg_pool2d, _OUTPUT)):
     ``torch.nn.AdaptiveAvgPool2d``."""
 
 
+class AdaptiveAvgPool3d(op_module(F.adaptive_avg_pool3d, _OUTPUT)):
+    """Average pooling of (N, C, D, H, W) to ``output_size`` (None keeps an input size), as
+    ``torch.nn.AdaptiveAvgPool3d``."""
+
+
 class AdaptiveMaxPool1d(op_module(F.adaptive_max_pool1d, _OUTPUT, _INDICES)):
     """Max pooling of (N, C, L) to length ``output_size``, as ``torch.nn.AdaptiveMaxPool1d``."""
 
 
 class AdaptiveMaxPool2d(op_module(F.adaptive_max_pool2d, _OUTPUT, _INDICES)):
     """Max pooling of (N, C, H, W) to ``output_size``, as ``torch.nn.AdaptiveMaxPool2d``."""
+
+
+class AdaptiveMaxPool3d(op_module(F.adaptive_max_pool3d, _OUTPUT, _INDICES)):
+    """Max pooling of (N, C, D, H, W) to ``output_size``, as
+    ``torch.nn.AdaptiveMaxPool3d``."""
 
 
 class _MaxUnpool(OpModule):
@@ -117,6 +139,11 @@ class PixelShuffle(op_module(F.pixel_shuffle, ("upscale_factor", REQUIRED, "int"
 
 class PixelUnshuffle(op_module(F.pixel_unshuffle, ("downscale_factor", REQUIRED, "int"))):
     """(N, C, H r, W r) -> (N, C r^2, H, W), as ``torch.nn.PixelUnshuffle``."""
+
+
+class ChannelShuffle(op_module(F.channel_shuffle, ("groups", REQUIRED, "int"))):
+    """(N, C, *) with the channels in ``groups`` interleaved (ShuffleNet), as
+    ``torch.nn.ChannelShuffle``."""
 
 
 class Unfold(op_module(F.unfold, _KERNEL, _DILATION, _PADDING, ("stride", 1, "any"))):
