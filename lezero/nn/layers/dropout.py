@@ -44,8 +44,9 @@ class Dropout1d(_DropoutNd):
 
 
 class Dropout2d(_DropoutNd):
-    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability ``p``, as
-    ``torch.nn.Dropout2d``."""
+    """Zero whole channels of (N, C, H, W) with probability ``p``, as
+    ``torch.nn.Dropout2d``; a 3-D input is read as (N, C, L), as PyTorch currently does
+    (use ``Dropout1d`` for that layout)."""
 
     _fn = staticmethod(F.dropout2d)
 
