@@ -42,7 +42,14 @@ def test_constructor_arguments_and_errors_follow_torch():
     pool = nn.AvgPool3d(2, stride=1, padding=1, ceil_mode=True, count_include_pad=False,
                         divisor_override=2)
     assert (pool.kernel_size, pool.stride, pool.padding, pool.divisor_override) == (2, 1, 1, 2)
-    assert nn.MaxPool3d(3).stride is None and nn.AdaptiveAvgPool3d(4).output_size == 4
+    assert nn.AdaptiveAvgPool3d(4).output_size == 4
+    # stride=None is stored as kernel_size, as torch does, for the max and average pools
+    # (torch's AvgPool1d turns both into 1-tuples; the others keep them as given)
+    for name, args in (("MaxPool1d", (3,)), ("MaxPool2d", (3,)), ("MaxPool3d", (3,)),
+                       ("AvgPool1d", (3,)), ("AvgPool2d", ((3, 2),)), ("AvgPool3d", (3,))):
+        ours, theirs = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
+        assert ours.stride == ours.kernel_size, name
+        assert np.array_equal(np.atleast_1d(ours.stride), np.atleast_1d(theirs.stride)), name
     with pytest.raises(ValueError, match="MaxPool3d.*4-D"):
         nn.MaxPool3d(2)(rand(2, 4, 4))
     with pytest.raises(ValueError, match="AvgPool3d.*padding"):

@@ -17,38 +17,47 @@ _INDICES = ("return_indices", False, "bool")
 _OUTPUT = ("output_size", REQUIRED, "any")
 
 
+class _WindowPool(OpModule):
+    """A sliding-window pool: ``stride=None`` means ``stride = kernel_size``, stored as such
+    (PyTorch's ``MaxPool2d(2).stride`` is 2)."""
+
+    def _validate(self):
+        if self.stride is None:
+            self.stride = self.kernel_size
+
+
 class MaxPool1d(op_module(F.max_pool1d, _KERNEL, _STRIDE, _PADDING, _DILATION, _INDICES,
-                          _CEIL)):
+                          _CEIL, base=_WindowPool)):
     """Max over sliding windows of (N, C, L), as ``torch.nn.MaxPool1d``; with
     ``return_indices`` also the positions (for ``MaxUnpool1d``)."""
 
 
 class MaxPool2d(op_module(F.max_pool2d, _KERNEL, _STRIDE, _PADDING, _DILATION, _INDICES,
-                          _CEIL)):
+                          _CEIL, base=_WindowPool)):
     """Max over sliding windows of (N, C, H, W), as ``torch.nn.MaxPool2d``; with
     ``return_indices`` also the positions (for ``MaxUnpool2d``)."""
 
 
 class MaxPool3d(op_module(F.max_pool3d, _KERNEL, _STRIDE, _PADDING, _DILATION, _INDICES,
-                          _CEIL)):
+                          _CEIL, base=_WindowPool)):
     """Max over sliding windows of (N, C, D, H, W), as ``torch.nn.MaxPool3d``; with
     ``return_indices`` also the flat positions ``(d * H + h) * W + w``."""
 
 
 class AvgPool1d(op_module(F.avg_pool1d, _KERNEL, _STRIDE, _PADDING, _CEIL,
-                          ("count_include_pad", True, "bool"))):
+                          ("count_include_pad", True, "bool"), base=_WindowPool)):
     """Mean over sliding windows of (N, C, L), as ``torch.nn.AvgPool1d``."""
 
 
 class AvgPool2d(op_module(F.avg_pool2d, _KERNEL, _STRIDE, _PADDING, _CEIL,
                           ("count_include_pad", True, "bool"),
-                          ("divisor_override", None, "int?"))):
+                          ("divisor_override", None, "int?"), base=_WindowPool)):
     """Mean over sliding windows of (N, C, H, W), as ``torch.nn.AvgPool2d``."""
 
 
 class AvgPool3d(op_module(F.avg_pool3d, _KERNEL, _STRIDE, _PADDING, _CEIL,
                           ("count_include_pad", True, "bool"),
-                          ("divisor_override", None, "int?"))):
+                          ("divisor_override", None, "int?"), base=_WindowPool)):
     """Mean over sliding windows of (N, C, D, H, W), as ``torch.nn.AvgPool3d``."""
 
 
