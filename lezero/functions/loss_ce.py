@@ -16,7 +16,7 @@ positions (probabilities).
 """
 import numpy as np
 
-from lezero import cuda
+from lezero import cuda, kernels
 from lezero.core import Function, Variable
 from lezero.functions._utils import check_float, check_variable, constant, data_of, xp_of
 from lezero.functions._softmax import log_softmax, softmax
@@ -122,6 +122,20 @@ def _grad_of_gy(products, reduction, denom):
 
 # ----- the fused softmax + cross entropy -----------------------------------------------
 
+def _softmax_stats(x):
+    """(exp(x - max), 1 / its sum, log-sum-exp) over axis 1; the reference of the kernel
+    ``lezero.kernels.softmax.softmax_stats``."""
+    xp = xp_of(x)
+    m = x.max(axis=1, keepdims=True)
+    e = x - m
+    xp.exp(e, out=e)
+    ssum = e.sum(axis=1, keepdims=True)
+    inv_sum = 1 / ssum
+    xp.log(ssum, out=ssum)
+    ssum += m
+    return e, inv_sum, ssum.squeeze(1)
+
+
 class SoftmaxCrossEntropy(Function):
     """Cross entropy of softmax(x) over axis 1 against a constant target."""
 
@@ -130,18 +144,15 @@ class SoftmaxCrossEntropy(Function):
         self.reduction = reduction
 
     def forward(self, x):
-        xp = xp_of(x)
-        m = x.max(axis=1, keepdims=True)
-        e = x - m
-        xp.exp(e, out=e)
-        ssum = e.sum(axis=1, keepdims=True)
+        if x.ndim == 2 and x.dtype == np.float32 and kernels.enabled(x):
+            from lezero.kernels.softmax import softmax_stats
+            e, inv_sum, lse = softmax_stats(x)      # one pass per row instead of five
+        else:
+            e, inv_sum, lse = _softmax_stats(x)
         if self.needs_input_grad[0]:
-            # softmax = e / ssum; the division is left to the backward, where it joins the
-            # one multiplication that makes the gradient (a pass over memory saved).
-            self.exp, self.inv_sum = e, 1 / ssum
-        xp.log(ssum, out=ssum)
-        ssum += m
-        lse = ssum.squeeze(1)
+            # softmax = e * inv_sum; the product is left to the backward, where it joins
+            # the one multiplication that makes the gradient (a pass over memory saved).
+            self.exp, self.inv_sum = e, inv_sum
         loss = self.target.qsum * lse
         loss -= self.target.dot(x)
         return _reduce_array(loss, self.reduction, self.target.denom)

@@ -12,7 +12,7 @@ import numpy as np
 
 from lezero.kernels.fastexp import FAST, exp32, max32
 
-__all__ = ["softmax_forward", "softmax_backward"]
+__all__ = ["softmax_forward", "softmax_backward", "softmax_stats"]
 
 _f = np.float32
 # Reductions (row max, row sum) vectorise only when LLVM may reassociate them.  exp32's
@@ -49,6 +49,31 @@ def _backward(y, gy, scale, out):
             dot += gy[r, j] * y[r, j]
         for j in range(cols):
             out[r, j] = scale * y[r, j] * (gy[r, j] - dot)
+
+
+@numba.njit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
+def _stats(x, e, inv_sum, lse):
+    rows, cols = x.shape
+    for r in range(rows):
+        m = max32(x[r], cols, _f(1))      # an infinite m gives NaN, as in NumPy's path
+        total = _f(0)
+        for j in range(cols):
+            v = exp32(x[r, j] - m)
+            e[r, j] = v
+            total += v
+        inv_sum[r, 0] = _f(1) / total
+        lse[r] = np.log(total) + m
+
+
+def softmax_stats(x):
+    """For a float32 (N, C) array: ``e = exp(x - max)``, ``1 / e.sum(1)`` as (N, 1) and
+    the rows' log-sum-exp (N,), in one pass per row (cross entropy's forward)."""
+    x = np.ascontiguousarray(x)
+    e = np.empty(x.shape, np.float32)
+    inv_sum = np.empty((x.shape[0], 1), np.float32)
+    lse = np.empty(x.shape[0], np.float32)
+    _stats(x, e, inv_sum, lse)
+    return e, inv_sum, lse
 
 
 def _rows(a):

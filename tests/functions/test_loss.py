@@ -529,3 +529,31 @@ def test_ctc_loss_bad_inputs():
         F.ctc_loss(lp, tg, [4.0, 4.0], [2, 1])
     with pytest.raises(ValueError, match=r"log_probs must be \(T, N, C\)"):
         F.ctc_loss(np.zeros(3, np.float32), tg, [4, 4], [2, 1])
+
+
+@pytest.mark.skipif(not lz.kernels.numba_available(), reason="Numba is not installed")
+def test_cross_entropy_softmax_stats_kernel_matches_numpy_reference():
+    from lezero.functions.loss_ce import _softmax_stats
+    from lezero.kernels.softmax import softmax_stats
+    x = rand(64, 37, dtype=np.float32, low=-30, high=30, seed=21)
+    x[3] = -np.inf              # every logit -inf: NaN, as NumPy's inf - inf
+    x[4, 5] = np.inf
+    x[5, 2] = np.nan
+    x[6] *= 100                 # large logits: exp(x - max) must not overflow
+    with np.errstate(all="ignore"):
+        ref = _softmax_stats(x)
+    for got, want in zip(softmax_stats(x), ref):
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-30)
+    # the kernel path and the NumPy path give the same loss and gradient
+    target = np.arange(64) % 37
+    xs = rand(64, 37, dtype=np.float32, seed=22)
+    results = []
+    for use in (True, False):
+        with lz.using_config("use_numba", use):
+            v = lz.Variable(xs)
+            loss = F.cross_entropy(v, target, label_smoothing=0.1)
+            loss.backward()
+            results.append((loss.data, v.grad.data))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-6)
+    np.testing.assert_allclose(results[0][1], results[1][1], rtol=1e-5, atol=1e-8)
