@@ -1,6 +1,7 @@
 """Argument checks shared by the activation, dropout, softmax and embedding modules."""
 import numbers
 
+from lezero.core.config import get_config
 from lezero.functions._utils import check_float
 
 
@@ -25,3 +26,13 @@ def check_probability(op, p):
         raise ValueError(f"{op}: dropout probability p must be in [0, 1], got {p}")
     return p
 
+
+
+def check_training(op, training):
+    """The ``training`` flag of a random operator: ``None`` follows ``lz.Config.train``;
+    anything but a bool or None is a TypeError naming ``op``."""
+    if training is None:
+        return get_config().train
+    if not isinstance(training, bool):
+        raise TypeError(f"{op}: training must be a bool or None, got {type(training).__name__}")
+    return training

@@ -10,7 +10,7 @@ mask: its derivative is zero, which is the true derivative everywhere except at 
 At a kink the gradient follows PyTorch's convention (relu'(0) = 0, hardtanh'(min) = 0).
 
 GELU (fused, optional Numba kernel) lives in ``_gelu.py``; softmax, log_softmax and
-gumbel_softmax in ``_softmax.py``; hardshrink, softshrink and threshold in
+gumbel_softmax in ``_softmax.py``; hardshrink, softshrink, threshold and rrelu in
 ``activation_shrink.py``; all are re-exported here.
 """
 from lezero.core import Function
@@ -18,7 +18,7 @@ from lezero.functions._activation_utils import check_input, check_real
 from lezero.functions._gelu import gelu
 from lezero.functions._softmax import gumbel_softmax, log_softmax, softmax
 from lezero.functions._utils import check_float, data_of, mask_like, normalize_axis, xp_of
-from lezero.functions.activation_shrink import hardshrink, softshrink, threshold
+from lezero.functions.activation_shrink import hardshrink, rrelu, softshrink, threshold
 from lezero.functions.math import tanh
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item, reshape, sum_to
@@ -26,7 +26,7 @@ from lezero.functions.shape import get_item, reshape, sum_to
 __all__ = ["relu", "relu6", "leaky_relu", "prelu", "elu", "selu", "celu", "gelu", "silu",
            "mish", "softplus", "softsign", "hardtanh", "hardsigmoid", "hardswish", "sigmoid",
            "logsigmoid", "tanhshrink", "softmax", "log_softmax", "gumbel_softmax", "glu",
-           "hardshrink", "softshrink", "threshold"]
+           "hardshrink", "softshrink", "threshold", "rrelu"]
 
 # SELU's constants (Klambauer et al., 2017), as PyTorch uses them.
 SELU_ALPHA = 1.6732632423543772848170429916717

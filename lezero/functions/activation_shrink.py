@@ -1,5 +1,5 @@
-"""Shrinkage and threshold activations: ``hardshrink``, ``softshrink`` and ``threshold``,
-with ``torch.nn.functional``'s names, arguments and defaults.
+"""Shrinkage, threshold and randomized activations: ``hardshrink``, ``softshrink``,
+``threshold`` and ``rrelu``, with ``torch.nn.functional``'s names, arguments and defaults.
 
 All three are piecewise with slope 1 or 0, so each is one small ``Function`` whose
 backward multiplies the upstream gradient by a *constant* mask (1 where the input passes
@@ -8,14 +8,22 @@ is the true second derivative everywhere except at the kinks, so double backward
 
 The pieces and the kinks follow PyTorch exactly, NaN included: an input equal to
 ``lambd`` (or ``threshold``) is replaced and gets a zero gradient, and a NaN input stays
-NaN and passes its gradient through.  They are re-exported by ``activation``.
+NaN and passes its gradient through.
+
+``rrelu`` multiplies the input by a slope array fixed in the wrapper (1 for positive
+inputs, a random or the mean negative slope elsewhere) with dropout's ``ScaleShift``: its
+gradient is that same constant array.  All four are re-exported by ``activation``.
 """
+import math
+
 from lezero.core import Function
-from lezero.functions._activation_utils import check_input, check_real
-from lezero.functions._utils import mask_like, xp_of
+from lezero.core.random import get_rng
+from lezero.functions._activation_utils import check_input, check_real, check_training
+from lezero.functions._utils import data_of, mask_like, xp_of
+from lezero.functions.dropout import ScaleShift
 from lezero.functions.registry import register
 
-__all__ = ["hardshrink", "softshrink", "threshold"]
+__all__ = ["hardshrink", "softshrink", "threshold", "rrelu"]
 
 
 class _PassMask(Function):
@@ -92,3 +100,29 @@ def threshold(input, threshold, value):
     limit = check_real("threshold", "threshold", threshold)
     value = check_real("threshold", "value", value)
     return Threshold(threshold=limit, value=value)(check_input("threshold", input))
+
+
+@register("activation")
+def rrelu(input, lower=1 / 8, upper=1 / 3, training=None):
+    """Randomized leaky ReLU: ``input`` where positive, ``slope * input`` elsewhere.
+
+    In training the slope is drawn uniformly from [lower, upper) for every element, from
+    the process generator (``lz.manual_seed`` reproduces it); otherwise it is the mean
+    (lower + upper) / 2, which makes rrelu a leaky_relu.  ``training=None`` follows
+    ``lz.Config.train``.  The gradient is the slope used (1 for positive inputs).
+    """
+    lower = check_real("rrelu", "lower", lower)
+    upper = check_real("rrelu", "upper", upper)
+    if not (math.isfinite(lower) and math.isfinite(upper) and lower <= upper):
+        raise ValueError(f"rrelu: lower and upper must be finite with lower <= upper, got "
+                         f"lower={lower}, upper={upper}")
+    arr = data_of(check_input("rrelu", input))
+    xp = xp_of(arr)
+    if check_training("rrelu", training):
+        noise = get_rng(xp).random(arr.shape, dtype="float32").astype(arr.dtype)
+        negative_slope = lower + (upper - lower) * noise
+    else:
+        negative_slope = xp.asarray((lower + upper) / 2, dtype=arr.dtype)
+    # "> 0" as leaky_relu: zero and NaN take the negative slope, as in PyTorch's eval mode.
+    slope = xp.where(arr > 0, xp.ones((), dtype=arr.dtype), negative_slope)
+    return ScaleShift(slope.astype(arr.dtype, copy=False))(input)

@@ -10,9 +10,8 @@ its gradient is ``gy * scale`` (the mask times 1/(1-p) for dropout), and it is l
 so double backward is trivially right.
 """
 from lezero.core import Function, Variable
-from lezero.core.config import get_config
 from lezero.core.random import get_rng
-from lezero.functions._activation_utils import check_input, check_probability
+from lezero.functions._activation_utils import check_input, check_probability, check_training
 from lezero.functions._utils import check_bool, constant, data_of, xp_of
 from lezero.functions.registry import register
 
@@ -22,8 +21,8 @@ __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout"]
 ALPHA_PRIME = 1.7580993408473766
 
 
-class _ScaleShift(Function):
-    """y = x * scale (+ shift): constant arrays broadcast against x."""
+class ScaleShift(Function):
+    """y = x * scale (+ shift): constant arrays broadcast against x (also used by rrelu)."""
 
     def __init__(self, scale, shift=None):
         self.scale = scale
@@ -37,14 +36,6 @@ class _ScaleShift(Function):
         return gy * constant(self.scale)
 
 
-def _training(op, training):
-    if training is None:
-        return get_config().train
-    if not isinstance(training, bool):
-        raise TypeError(f"{op}: training must be a bool or None, got {type(training).__name__}")
-    return training
-
-
 def _keep_mask(arr, p, shape):
     """1 where an element (or channel) is kept (probability 1 - p), 0 where dropped."""
     return (get_rng(xp_of(arr)).random(shape, dtype="float32") >= p).astype(arr.dtype)
@@ -56,11 +47,11 @@ def _apply(op, x, p, training, draw):
     ``(scale, shift) = draw(array, p)``."""
     arr = data_of(check_input(op, x))
     p = check_probability(op, p)
-    if not _training(op, training) or p == 0:
+    if not check_training(op, training) or p == 0:
         return x if isinstance(x, Variable) else constant(x)
     if p == 1:
-        return _ScaleShift(xp_of(arr).zeros((1,) * arr.ndim, arr.dtype))(x)
-    return _ScaleShift(*draw(arr, p))(x)
+        return ScaleShift(xp_of(arr).zeros((1,) * arr.ndim, arr.dtype))(x)
+    return ScaleShift(*draw(arr, p))(x)
 
 
 def _inverted_dropout(arr, p):

@@ -195,6 +195,7 @@ CALLS = {
     "softsign": Call(A(*X)), "tanhshrink": Call(A(*X)),
     "hardshrink": Call(A(*X), lambd=0.3), "softshrink": Call(A(*X), lambd=0.3),
     "threshold": Call(A(*X), 0.1, -0.5),
+    "rrelu": Call(A(*X), lower=0.1, upper=0.3, training=True),      # random, as dropout
     # losses
     "binary_cross_entropy": Call(A(*X, low=0.05, high=0.95), A(*X, low=0.0, high=1.0),
                                  weight=A(4, **POS)),

@@ -3,10 +3,12 @@ from lezero.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid
                                          Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
                                          PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softmax2d,
                                          Softmin, Softplus, Softsign, Tanh, Tanhshrink,
-                                         Hardshrink, Softshrink, Threshold)
+                                         Hardshrink, Softshrink, Threshold, RReLU)
 from lezero.nn.layers.attention import MultiheadAttention
 from lezero.nn.layers.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
-                                   ConvTranspose3d, LazyConv2d)
+                                   ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d,
+                                   LazyConvTranspose1d, LazyConvTranspose2d,
+                                   LazyConvTranspose3d)
 from lezero.nn.layers.distance import CosineSimilarity, PairwiseDistance
 from lezero.nn.layers.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d
 from lezero.nn.layers.embedding import Embedding, EmbeddingBag
@@ -20,7 +22,10 @@ from lezero.nn.layers.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLo
                                    TripletMarginLoss)
 from lezero.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                                             InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,
-                                            LayerNorm, LocalResponseNorm, RMSNorm)
+                                            LayerNorm, LazyBatchNorm1d, LazyBatchNorm2d,
+                                            LazyBatchNorm3d, LazyInstanceNorm1d,
+                                            LazyInstanceNorm2d, LazyInstanceNorm3d,
+                                            LocalResponseNorm, RMSNorm)
 from lezero.nn.layers.padding import (CircularPad1d, CircularPad2d, CircularPad3d,
                                       ConstantPad1d, ConstantPad2d, ConstantPad3d,
                                       ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
@@ -43,10 +48,13 @@ __all__ = [
     "Identity", "Linear", "LazyLinear", "Bilinear", "Flatten", "Unflatten",
     # convolution
     "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
-    "LazyConv2d",
+    "LazyConv1d", "LazyConv2d", "LazyConv3d", "LazyConvTranspose1d", "LazyConvTranspose2d",
+    "LazyConvTranspose3d",
     # normalization
     "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
     "InstanceNorm3d", "LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm",
+    "LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d", "LazyInstanceNorm3d",
     # embedding and dropout
     "Embedding", "EmbeddingBag", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
     # padding
@@ -57,7 +65,7 @@ __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
     "Softplus", "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "Sigmoid", "LogSigmoid",
     "Tanh", "Tanhshrink", "Softmax", "LogSoftmax", "Softmin", "Softmax2d", "GLU",
-    "Hardshrink", "Softshrink", "Threshold",
+    "Hardshrink", "Softshrink", "Threshold", "RReLU",
     # distances
     "CosineSimilarity", "PairwiseDistance",
     # pooling, resizing, patches

@@ -186,3 +186,80 @@ def op_module(fn, *spec, n_inputs=1, base=OpModule):
     return type(base.__name__, (base,), {"_fn": staticmethod(fn), "_spec": spec,
                                          "_passed": passed, "_n_inputs": n_inputs,
                                          "__signature__": inspect.Signature(params)})
+
+
+# ----- lazy layers -----------------------------------------------------------------------
+
+class LazyModule(Module):
+    """A layer whose input size -- the eager layer's first constructor argument
+    (``in_features``, ``in_channels``, ``num_features``) -- is read off its first input.
+
+    Subclasses are made by ``lazy_layer``, which sets ``_eager`` (the layer to become),
+    ``_infer`` (``infer(layer, input)``: checks the input's rank and returns the size) and
+    ``__signature__`` (the eager constructor's arguments after the first).  The constructor
+    binds the arguments and keeps them; they are checked when the layer materialises.
+    Until then ``weight`` and ``bias`` are None and there are no parameters or buffers.
+
+    The first call (or ``initialize_parameters(input)``) runs the eager constructor on this
+    very object, keeping its mode and hooks; from then on it is the eager layer in all but
+    its class name: the same attributes, parameters, buffers, state_dict and forward.
+    """
+
+    _eager = None
+    _infer = None
+
+    def __init__(self, *args, **kwargs):
+        Module.__init__(self)
+        try:
+            bound = self.__signature__.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{type(self).__name__}: {e}") from None
+        bound.apply_defaults()
+        self._lazy_arguments = dict(bound.arguments)
+        self.register_parameter("weight", None)
+        self.register_parameter("bias", None)
+
+    def has_uninitialized_params(self):
+        """True until the first input has fixed the parameters' shapes."""
+        return self._lazy_arguments is not None
+
+    def initialize_parameters(self, input):
+        """Materialise from ``input`` (nothing happens once materialised)."""
+        if not self.has_uninitialized_params():
+            return
+        size = self._infer(self, input)
+        before = dict(self.__dict__)
+        self._lazy_arguments = None          # so that reset_parameters below does its work
+        try:
+            self._eager.__init__(self, size, **before["_lazy_arguments"])
+        except Exception:
+            self.__dict__.clear()            # a bad argument: stay lazy, as before the call
+            self.__dict__.update(before)
+            raise
+        # Module.__init__ (run by the eager constructor) reset the mode and the hooks.
+        for name in ("training", "_forward_hooks", "_forward_pre_hooks"):
+            object.__setattr__(self, name, before[name])
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params():
+            super().reset_parameters()
+
+    def forward(self, input):
+        self.initialize_parameters(input)
+        return super().forward(input)
+
+    def extra_repr(self):
+        if not self.has_uninitialized_params():
+            return super().extra_repr()
+        return ", ".join(f"{name}={value!r}" for name, value in self._lazy_arguments.items())
+
+
+def lazy_layer(eager, infer, **defaults):
+    """A base class for the lazy version of the layer class ``eager`` (see ``LazyModule``):
+    its constructor takes ``eager``'s arguments but the first, with ``defaults`` replacing
+    some defaults (PyTorch's lazy instance norms default to ``affine=True``)."""
+    params = list(inspect.signature(eager).parameters.values())[1:]
+    params = [p.replace(default=defaults.get(p.name, p.default)) for p in params]
+    return type(f"Lazy{eager.__name__}", (LazyModule, eager),
+                {"_eager": eager, "_infer": staticmethod(infer),
+                 "__signature__": inspect.Signature(params)})

@@ -161,6 +161,22 @@ class GLU(_activation(F.glu, ("dim", -1, "int"))):
     """a * sigmoid(b) for the halves a, b of ``dim``, as ``torch.nn.GLU``."""
 
 
+class RReLU(_activation(F.rrelu, ("lower", 1 / 8, "number"), ("upper", 1 / 3, "number"),
+                         _INPLACE)):
+    """Randomized leaky ReLU, as ``torch.nn.RReLU``: negative inputs are multiplied by a
+    slope drawn uniformly from [lower, upper) per element in training mode, and by
+    (lower + upper) / 2 after ``eval()``."""
+
+    def _validate(self):
+        if not self.lower <= self.upper:
+            raise ValueError(f"RReLU: lower ({self.lower}) must not exceed upper "
+                             f"({self.upper})")
+
+    def _options(self):
+        # The module's own mode decides, as for dropout (not lz.Config.train).
+        return {**super()._options(), "training": self.training}
+
+
 class PReLU(Module):
     """Leaky ReLU with a learnt slope ``weight`` of ``num_parameters`` entries (1, or one
     per channel of axis 1), initialised to ``init``, as ``torch.nn.PReLU``."""

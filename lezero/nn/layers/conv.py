@@ -1,6 +1,6 @@
 """Convolution layers with PyTorch's constructor arguments and weight layouts."""
 import lezero.functions as F
-from lezero.nn.layers._utils import (check_positive, empty_parameter, ntuple,
+from lezero.nn.layers._utils import (check_positive, empty_parameter, lazy_layer, ntuple,
                                      reset_fan_in_uniform)
 from lezero.nn.module import Module
 
@@ -12,7 +12,7 @@ class _ConvNd(Module):
     transposed = False
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 dilation=1, groups=1, bias=True, output_padding=0, padding_mode="zeros"):
+                 dilation=1, groups=1, bias=True, padding_mode="zeros"):
         super().__init__()
         name = type(self).__name__
         check_positive(name, in_channels=in_channels, out_channels=out_channels, groups=groups)
@@ -32,7 +32,6 @@ class _ConvNd(Module):
         self.dilation = ntuple(dilation, self.n, "dilation", name)
         self.padding = padding if isinstance(padding, str) else ntuple(padding, self.n,
                                                                         "padding", name)
-        self.output_padding = ntuple(output_padding, self.n, "output_padding", name)
         if self.transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
@@ -96,7 +95,9 @@ def _conv_transpose_layer(n, fn):
             # PyTorch's positional order for transposed convolutions differs from Conv's.
             super().__init__(in_channels, out_channels, kernel_size, stride=stride,
                              padding=padding, dilation=dilation, groups=groups, bias=bias,
-                             output_padding=output_padding, padding_mode=padding_mode)
+                             padding_mode=padding_mode)
+            self.output_padding = ntuple(output_padding, self.n, "output_padding",
+                                         type(self).__name__)
 
         def forward(self, x):
             self._check_input(x)
@@ -130,20 +131,33 @@ class ConvTranspose3d(_conv_transpose_layer(3, F.conv_transpose3d)):
     """Transposed 3-D convolution over (N, C, D, H, W), as ``torch.nn.ConvTranspose3d``."""
 
 
-class LazyConv2d(Conv2d):
-    """A Conv2d whose ``in_channels`` is inferred from the first input."""
+def _in_channels(layer, x):
+    """A lazy convolution's ``in_channels``: axis 1 of an (N, C, *spatial) input."""
+    if x.ndim != layer.n + 2:
+        raise ValueError(f"{type(layer).__name__}: expected input of shape (N, C, ...) with "
+                         f"{layer.n} spatial dims, got {x.shape}")
+    return x.shape[1]
 
-    def __init__(self, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros"):
-        Module.__init__(self)
-        self._pending = dict(out_channels=out_channels, kernel_size=kernel_size, stride=stride,
-                             padding=padding, dilation=dilation, groups=groups, bias=bias,
-                             padding_mode=padding_mode)
-        self.register_parameter("weight", None)
-        self.register_parameter("bias", None)
 
-    def forward(self, x):
-        if self.weight is None:
-            params = dict(self._pending)
-            Conv2d.__init__(self, x.shape[1], **params)
-        return super().forward(x)
+class LazyConv1d(lazy_layer(Conv1d, _in_channels)):
+    """Conv1d with ``in_channels`` inferred from the first input."""
+
+
+class LazyConv2d(lazy_layer(Conv2d, _in_channels)):
+    """Conv2d with ``in_channels`` inferred from the first input."""
+
+
+class LazyConv3d(lazy_layer(Conv3d, _in_channels)):
+    """Conv3d with ``in_channels`` inferred from the first input."""
+
+
+class LazyConvTranspose1d(lazy_layer(ConvTranspose1d, _in_channels)):
+    """ConvTranspose1d with ``in_channels`` inferred from the first input."""
+
+
+class LazyConvTranspose2d(lazy_layer(ConvTranspose2d, _in_channels)):
+    """ConvTranspose2d with ``in_channels`` inferred from the first input."""
+
+
+class LazyConvTranspose3d(lazy_layer(ConvTranspose3d, _in_channels)):
+    """ConvTranspose3d with ``in_channels`` inferred from the first input."""

@@ -3,7 +3,8 @@ import math
 
 import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import check_positive, empty_parameter, reset_fan_in_uniform
+from lezero.nn.layers._utils import (check_positive, empty_parameter, lazy_layer,
+                                     reset_fan_in_uniform)
 from lezero.nn.module import Module
 
 
@@ -22,7 +23,7 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True):
         super().__init__()
-        check_positive("Linear", in_features=in_features, out_features=out_features)
+        check_positive(type(self).__name__, in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
         self.weight = empty_parameter(out_features, in_features)
         if bias:
@@ -36,8 +37,8 @@ class Linear(Module):
 
     def forward(self, x):
         if x.shape[-1] != self.in_features:
-            raise ValueError(f"Linear: expected input with {self.in_features} features in the "
-                             f"last dim, got shape {x.shape}")
+            raise ValueError(f"{type(self).__name__}: expected input with {self.in_features} "
+                             f"features in the last dim, got shape {x.shape}")
         return F.linear(x, self.weight, self.bias)
 
     def extra_repr(self):
@@ -45,25 +46,17 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
-class LazyLinear(Linear):
-    """A Linear whose ``in_features`` is inferred from the first input (DeZero's default)."""
+def _in_features(layer, x):
+    """A lazy Linear's ``in_features``: the size of the input's last axis."""
+    if x.ndim < 1:
+        raise ValueError(f"{type(layer).__name__}: expected input of shape (*, in_features), "
+                         f"got a 0-d input")
+    return x.shape[-1]
 
-    def __init__(self, out_features, bias=True):
-        Module.__init__(self)
-        check_positive("LazyLinear", out_features=out_features)
-        self.in_features, self.out_features = None, out_features
-        self.register_parameter("weight", None)
-        self._has_bias = bias
-        self.register_parameter("bias", None)
 
-    def forward(self, x):
-        if self.weight is None:
-            self.in_features = x.shape[-1]
-            self.weight = empty_parameter(self.out_features, self.in_features)
-            if self._has_bias:
-                self.bias = empty_parameter(self.out_features)
-            self.reset_parameters()
-        return super().forward(x)
+class LazyLinear(lazy_layer(Linear, _in_features)):
+    """A Linear whose ``in_features`` is inferred from the first input (DeZero's default),
+    as ``torch.nn.LazyLinear``."""
 
 
 class Bilinear(Module):

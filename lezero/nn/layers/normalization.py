@@ -1,4 +1,5 @@
-"""Normalization layers: BatchNorm, InstanceNorm, LayerNorm, GroupNorm, RMSNorm, LRN.
+"""Normalization layers: BatchNorm, InstanceNorm (and their lazy versions), LayerNorm,
+GroupNorm, RMSNorm, LRN.
 
 Parameter and buffer names, shapes, order and initial values are PyTorch's (``weight``
 ones, ``bias`` zeros, ``running_mean`` zeros, ``running_var`` ones, ``num_batches_tracked``
@@ -10,7 +11,7 @@ import numpy as np
 
 import lezero.functions as F
 from lezero.nn.layers._utils import (check_bool, check_number, check_positive, empty_parameter,
-                                     named_errors)
+                                     lazy_layer, named_errors)
 from lezero.nn.module import Module
 
 
@@ -70,13 +71,16 @@ class _NormBase(Module):
     def _channel_axis(self, x):
         return 1
 
-    def _check_input(self, x):
-        name = type(self).__name__
+    def _check_rank(self, x):
         if x.ndim not in self.ndims:
-            raise ValueError(f"{name}: expected {self.shape_text} input, got shape {x.shape}")
+            raise ValueError(f"{type(self).__name__}: expected {self.shape_text} input, got "
+                             f"shape {x.shape}")
+
+    def _check_input(self, x):
+        self._check_rank(x)
         if x.shape[self._channel_axis(x)] != self.num_features:
-            raise ValueError(f"{name}: expected {self.num_features} channels, got input shape "
-                             f"{x.shape}")
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels, "
+                             f"got input shape {x.shape}")
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
@@ -160,6 +164,41 @@ class InstanceNorm3d(_InstanceNorm):
     ``torch.nn.InstanceNorm3d``."""
 
     ndims, shape_text = (4, 5), "(N, C, D, H, W) or (C, D, H, W)"
+
+
+def _num_features(layer, x):
+    """A lazy batch or instance norm's ``num_features``: the size of the channel axis."""
+    layer._check_rank(x)
+    return x.shape[layer._channel_axis(x)]
+
+
+class LazyBatchNorm1d(lazy_layer(BatchNorm1d, _num_features)):
+    """BatchNorm1d with ``num_features`` inferred from the first input."""
+
+
+class LazyBatchNorm2d(lazy_layer(BatchNorm2d, _num_features)):
+    """BatchNorm2d with ``num_features`` inferred from the first input."""
+
+
+class LazyBatchNorm3d(lazy_layer(BatchNorm3d, _num_features)):
+    """BatchNorm3d with ``num_features`` inferred from the first input."""
+
+
+# PyTorch's lazy instance norms default to affine=True and track_running_stats=True (the
+# eager ones to False): a lazy layer without parameters or statistics would infer nothing.
+_LAZY_INSTANCE_DEFAULTS = dict(affine=True, track_running_stats=True)
+
+
+class LazyInstanceNorm1d(lazy_layer(InstanceNorm1d, _num_features, **_LAZY_INSTANCE_DEFAULTS)):
+    """InstanceNorm1d with ``num_features`` inferred from the first input."""
+
+
+class LazyInstanceNorm2d(lazy_layer(InstanceNorm2d, _num_features, **_LAZY_INSTANCE_DEFAULTS)):
+    """InstanceNorm2d with ``num_features`` inferred from the first input."""
+
+
+class LazyInstanceNorm3d(lazy_layer(InstanceNorm3d, _num_features, **_LAZY_INSTANCE_DEFAULTS)):
+    """InstanceNorm3d with ``num_features`` inferred from the first input."""
 
 
 class _ShapeNorm(Module):
