@@ -42,7 +42,9 @@ class Optimizer:
         self._refuse_set(params)
         groups = list(params)
         if not groups:
-            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list (a model of "
+                             f"lazy layers has no parameters until its first forward call: "
+                             f"run one batch through it before building the optimizer)")
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         for group in groups:
