@@ -178,7 +178,7 @@ def test_bad_arguments_raise_naming_the_layer_and_leave_it_lazy():
 def test_optimizer_before_the_first_call_explains_the_empty_parameter_list():
     from lezero import optim
     model = nn.Sequential(nn.LazyLinear(3))
-    with pytest.raises(ValueError, match="lazy layers have no parameters until their first"):
+    with pytest.raises(ValueError, match="lazy layers has no parameters until its first forward call"):
         optim.SGD(model.parameters(), lr=0.1)
     model(np.zeros((2, 5), np.float32))
     assert len(optim.SGD(model.parameters(), lr=0.1).param_groups[0]["params"]) == 2
