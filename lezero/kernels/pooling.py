@@ -58,9 +58,6 @@ def max_pool_ref(x, kernel, stride, padding, dilation, out_size):
     return best, arg
 
 
-max_pool2d_ref = max_pool_ref     # the reference the 2-D Numba kernel is tested against
-
-
 def scatter_add_rows_ref(g, idx, row_size):
     """``out[r, idx[r, j]] += g[r, j]`` into zeros of shape (R, row_size)."""
     xp = _xp(g)
@@ -139,7 +136,7 @@ def _compile():
 
 
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
-    """Numba version of ``max_pool2d_ref`` (same arguments and results)."""
+    """Numba version of ``max_pool_ref`` for 2-D windows (same arguments and results)."""
     k = _compile()["max_pool2d"]
     x = np.ascontiguousarray(x)
     R = x.shape[0]
@@ -175,5 +172,5 @@ def scatter_add_rows(g, idx, row_size):
     return scatter_add_rows_ref(g, idx, row_size)
 
 
-__all__ = ["max_pool", "max_pool_ref", "max_pool2d_ref", "max_pool2d_numba", "scatter_add_rows",
+__all__ = ["max_pool", "max_pool_ref", "max_pool2d_numba", "scatter_add_rows",
            "scatter_add_rows_ref", "scatter_add_rows_numba", "numba_available"]

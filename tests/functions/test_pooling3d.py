@@ -59,7 +59,7 @@ def test_max_pool3d_nan_and_inf_match_torch():
 def test_max_pool_reference_3d_equals_2d_on_a_depth_of_one():
     x = ties(4, 7, 6, seed=4)
     args = ((3, 2), (2, 1), (1, 1), (1, 2), (4, 4))
-    y2, i2 = K.max_pool2d_ref(x, *args)
+    y2, i2 = K.max_pool_ref(x, *args)
     y3, i3 = K.max_pool_ref(x[:, None], *[(1,) + a for a in args[:2]], (0,) + args[2],
                             (1,) + args[3], (1,) + args[4])
     np.testing.assert_array_equal(y3[:, 0], y2)

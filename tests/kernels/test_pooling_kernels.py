@@ -35,7 +35,7 @@ def _case(geom, dtype, seed):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_pool2d_kernel_equals_reference(geom, dtype):
     x, args = _case(geom, dtype, seed=0)
-    y_ref, i_ref = K.max_pool2d_ref(x, *args)
+    y_ref, i_ref = K.max_pool_ref(x, *args)
     y_nb, i_nb = K.max_pool2d_numba(x, *args)
     assert y_nb.dtype == y_ref.dtype == dtype
     np.testing.assert_array_equal(y_nb, y_ref)
@@ -47,7 +47,7 @@ def test_max_pool2d_reference_matches_torch_on_nan_and_inf():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as TF
     x, (k, s, p, d, out) = _case(GEOMETRIES[1], np.float32, seed=1)
-    y, i = K.max_pool2d_ref(x, k, s, p, d, out)
+    y, i = K.max_pool_ref(x, k, s, p, d, out)
     ty, ti = TF.max_pool2d(torch.tensor(x)[None], k, s, p, d, ceil_mode=True,
                            return_indices=True)
     np.testing.assert_array_equal(y, ty[0].numpy())
