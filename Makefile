@@ -17,7 +17,7 @@ $(VENV)/.installed: $(PY) setup.py
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed setup.py
-	$(PIP) install -e ".[dev,mpi]"
+	$(PIP) install -e ".[dev,mpi,onnx,serve,amp]"
 	touch $@
 
 install: $(VENV)/.installed

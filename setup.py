@@ -9,13 +9,25 @@ TEST_DEPS = [
     "pytest>=7",
     "pytest-xdist",
     "pytest-timeout",
+    "pytest-cov",
     "hypothesis",
     "torch==2.13.0",        # test-only oracle; pinned: an unpinned torch pulls a multi-GB CUDA build
+    # Oracles for the model zoo, pinned to the releases that match torch 2.13.0 (an
+    # unpinned torchvision would ask for a newer torch).  See lezero/testing/oracles.py.
+    "torchvision==0.28.0",
+    "transformers==5.24.0",
+    "tritonclient[http]",   # a real client of the KServe v2 protocol, for the serving tests
+    "httpx",
+    "pydot",                # parses the DOT text of utils/graph.py in its tests
+    "gymnasium",            # CartPole for the reinforcement-learning examples
     "nbclient",
     "nbformat",
     "ipykernel",
     "matplotlib",
 ]
+MPI_DEPS = ["mpi4py>=3.1", "mpich"]
+ONNX_DEPS = ["onnx>=1.15", "onnxruntime>=1.17", "ml_dtypes>=0.3"]
+SERVE_DEPS = ["starlette>=0.37", "uvicorn>=0.29"]
 
 setup(
     name="lezero",
@@ -39,9 +51,12 @@ setup(
     ],
     extras_require={
         "dev": TEST_DEPS,
-        "mpi": ["mpi4py>=3.1", "mpich"],
-        "gpu": ["cupy-cuda12x"],
-        "onnx": ["onnx", "onnxruntime"],
-        "all": TEST_DEPS + ["mpi4py>=3.1", "mpich", "onnx", "onnxruntime"],
+        "mpi": MPI_DEPS,
+        "gpu": ["cupy-cuda13x"],
+        "onnx": ONNX_DEPS,
+        "serve": SERVE_DEPS,
+        "amp": ["ml_dtypes>=0.3"],   # bfloat16 storage on the CPU
+        "mutate": ["mutmut>=3"],
+        "all": TEST_DEPS + MPI_DEPS + ONNX_DEPS + SERVE_DEPS,
     },
 )

@@ -127,7 +127,7 @@ def plot_curves(history, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from lezero.utils.serialization import atomic_write
+    from lezero.utils.files import atomic_write
 
     epochs = np.arange(1, len(history["train_loss"]) + 1)
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))

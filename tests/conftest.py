@@ -37,6 +37,21 @@ def xp(request):
     return cupy
 
 
+@pytest.fixture(params=["with_ml_dtypes", "without_ml_dtypes"])
+def ml_dtypes_state(request, monkeypatch):
+    """Run a test twice: with ``ml_dtypes`` importable and with it missing.
+
+    Yields the expected dtype of a loaded bfloat16/float8 leaf: ``ml_dtypes``' own dtype
+    when the package is there, float32 (holding the same values) when it is not.
+    """
+    if request.param == "without_ml_dtypes":
+        import sys
+        monkeypatch.setitem(sys.modules, "ml_dtypes", None)   # import now raises ImportError
+        return lambda name: np.dtype(np.float32)
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    return lambda name: np.dtype(getattr(ml_dtypes, name))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     lz.manual_seed(0)

@@ -30,6 +30,10 @@ class Function:
     def __call__(self, *inputs):
         inputs = _as_variables(inputs)
         cfg = get_config()
+        hooks = cfg.function_hooks
+        if hooks:      # hooks may replace the inputs first (autocast inserts casts here)
+            for h in hooks:
+                inputs = h.transform_inputs(self, inputs)
         record = cfg.enable_backprop
         if record:
             needs = tuple([x.requires_grad for x in inputs])
@@ -39,7 +43,6 @@ class Function:
             self.needs_input_grad = (False,) * len(inputs)
         xs = [x.data for x in inputs]
 
-        hooks = cfg.function_hooks
         if hooks:
             for h in hooks:
                 h.forward_preprocess(self, xs)

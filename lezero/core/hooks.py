@@ -23,6 +23,14 @@ class FunctionHook:
         self._ctx.__exit__(*exc)
         return False
 
+    def transform_inputs(self, function, inputs):
+        """Return the input Variables ``function`` should run on (default: unchanged).
+
+        Called before anything is recorded, so a hook may put Functions of its own in front
+        of the inputs (``amp.autocast`` inserts casts this way).  A hook that calls
+        Functions here must let its own Functions through unchanged."""
+        return inputs
+
     def forward_preprocess(self, function, in_data):
         pass
 

@@ -8,8 +8,8 @@ name, family, differentiability and kernels.  ``docs/operators.md`` is generated
 """
 import argparse
 import dataclasses
-import os
-import tempfile
+
+from lezero.utils.files import atomic_write
 
 CATEGORIES = ("math", "reduction", "shape", "linalg", "activation", "loss", "conv", "pooling",
               "normalization", "stochastic", "embedding", "attention", "rnn", "metrics")
@@ -87,22 +87,13 @@ def markdown():
     return "\n".join(lines)
 
 
-def _write_atomic(path, text):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description="LeZero operator registry")
     parser.add_argument("--count", action="store_true", help="print the number of operators")
     parser.add_argument("--markdown", metavar="PATH", help="write the coverage table")
     args = parser.parse_args(argv)
     if args.markdown:
-        _write_atomic(args.markdown, markdown())
+        atomic_write(args.markdown, markdown(), where="lezero.functions --markdown")
     ops = operators()
     if args.count or not args.markdown:
         by_cat = {}

@@ -31,6 +31,8 @@ import tempfile
 
 import numpy as np
 
+from lezero.utils.files import atomic_write
+
 __all__ = ["load", "load_inline", "BuildError", "NativeLibrary", "NativeFunction"]
 
 _CXX_SUFFIXES = (".cpp", ".cc", ".cxx", ".c++", ".C")
@@ -264,8 +266,5 @@ def load_inline(name, source, language="c++", **kwargs):
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = os.path.join(directory, f"{name}_{digest}{'.cpp' if language == 'c++' else '.c'}")
     if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".src-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(source)
-        os.replace(tmp, path)
+        atomic_write(path, source, where="cpp_extension.load_inline")
     return load(name, [path], **kwargs)

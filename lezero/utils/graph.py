@@ -2,9 +2,9 @@
 import os
 import shutil
 import subprocess
-import tempfile
 
 from lezero.core import Variable
+from lezero.utils.files import atomic_write
 
 
 def _var_node(v, verbose):
@@ -56,23 +56,14 @@ def plot_dot_graph(output, verbose=True, to_file="graph.png"):
     dot_text = get_dot_graph(output, verbose)
     base, ext = os.path.splitext(to_file)
     dot_path = base + ".dot"
-    _write_atomic(dot_path, dot_text)
+    atomic_write(dot_path, dot_text, where="plot_dot_graph")
     exe = shutil.which("dot")
     if exe is None:
         raise RuntimeError(f"plot_dot_graph: Graphviz 'dot' was not found; the DOT text was "
                            f"written to {dot_path}. Install Graphviz (apt-get install graphviz) "
                            "to render it.")
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(to_file)), suffix=ext)
-    os.close(fd)
-    subprocess.run([exe, dot_path, "-T", ext[1:] or "png", "-o", tmp], check=True)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, to_file)
+    # Graphviz writes to stdout; the picture then takes its name atomically like any file.
+    image = subprocess.run([exe, "-T", ext[1:] or "png"], input=dot_text.encode(),
+                           capture_output=True, check=True).stdout
+    atomic_write(to_file, image, where="plot_dot_graph")
     return to_file
-
-
-def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)

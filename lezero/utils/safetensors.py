@@ -139,8 +139,8 @@ def _write_array(f, data):
 
 def save_file(tensors, path, metadata=None):
     """Write a safetensors file atomically (temporary file, fsync, rename)."""
-    from lezero.utils.serialization import atomic_write
-    atomic_write(path, lambda f: write(f, tensors, metadata))
+    from lezero.utils.files import atomic_write
+    atomic_write(path, lambda f: write(f, tensors, metadata), where="safetensors.save_file")
 
 
 # ----- reading ------------------------------------------------------------------------------

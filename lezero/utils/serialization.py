@@ -26,7 +26,6 @@ previous file intact.
 """
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
@@ -34,59 +33,11 @@ import numpy as np
 from lezero import cuda
 from lezero.core import Variable
 from lezero.utils import safetensors as st
+from lezero.utils.files import atomic_write
 
 SKELETON = "__lezero__"       # the member / dataset / metadata key holding the skeleton
 FORMAT_VERSION = 1
 _TOP = "_"                    # array name when the whole object is one array
-
-
-# ----- atomic writes ----------------------------------------------------------------------
-def _default_mode():
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-_NEW_FILE_MODE = _default_mode()
-
-
-def atomic_write(path, write):
-    """Call ``write(f)`` with a binary file open on a temporary file next to ``path``, then
-    fsync it and rename it onto ``path``.  If ``write`` raises (or the process dies), the
-    old ``path`` is untouched and the temporary file is removed."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w+b") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else _NEW_FILE_MODE
-        os.chmod(tmp, mode)         # mkstemp makes files private; give the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_directory(directory)
-
-
-def _fsync_directory(directory):
-    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # ----- the skeleton -------------------------------------------------------------------------
@@ -312,7 +263,7 @@ def save(obj, path):
     None) to ``path``; the extension picks the format.  The write is atomic."""
     writer = _extension(path, _WRITERS, "save")
     skeleton, arrays = flatten(obj)        # fails on bad input before the disk is touched
-    atomic_write(path, lambda f: writer(f, skeleton, arrays))
+    atomic_write(path, lambda f: writer(f, skeleton, arrays), where="lz.save")
 
 
 def load(path):

@@ -109,7 +109,7 @@ def test_flat_state_dict_is_a_standard_safetensors_file(tmp_path):
     assert_same(lz.load(tmp_path / "m.safetensors"), sd)
 
 
-def test_safetensors_reads_bf16_and_float8_like_torch(tmp_path):
+def test_safetensors_reads_bf16_and_float8_like_torch(tmp_path, ml_dtypes_state):
     """Hand-written BF16 and F8 tensors decode to the values torch gives the same bits."""
     bits16 = np.random.default_rng(0).integers(0, 2 ** 16, 64).astype("<u2")
     codes = np.arange(256, dtype=np.uint8)
@@ -128,9 +128,10 @@ def test_safetensors_reads_bf16_and_float8_like_torch(tmp_path):
         "e4": torch.from_numpy(codes).view(torch.float8_e4m3fn).float().numpy(),
         "e5": torch.from_numpy(codes).view(torch.float8_e5m2).float().numpy(),
     }
+    kinds = {"bf": "bfloat16", "e4": "float8_e4m3fn", "e5": "float8_e5m2"}
     for name, ref in expected.items():
-        assert loaded[name].dtype == np.float32
-        np.testing.assert_array_equal(loaded[name], ref, err_msg=name)
+        assert loaded[name].dtype == ml_dtypes_state(kinds[name]), name
+        np.testing.assert_array_equal(loaded[name].astype(np.float32), ref, err_msg=name)
 
 
 def test_safetensors_rejects_hostile_headers(tmp_path):

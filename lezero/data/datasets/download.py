@@ -13,6 +13,8 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from lezero.utils.files import atomic_write
+
 __all__ = ["default_root", "file_digest", "check_integrity", "download_url",
            "download_from_mirrors", "extract_tar"]
 
@@ -66,11 +68,10 @@ def download_url(url, root, filename=None, checksum=None, timeout=60, progress=F
     if check_integrity(path, checksum):
         return path
     digest = hashlib.new(_algorithm(checksum) or "md5")
-    fd, tmp = tempfile.mkstemp(dir=root, prefix=f".{filename}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            total = resp.headers.get("Content-Length")
-            bar = _bar(progress, total, filename)
+
+    def fetch(out):
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            bar = _bar(progress, resp.headers.get("Content-Length"), filename)
             for chunk in iter(lambda: resp.read(_CHUNK), b""):
                 out.write(chunk)
                 digest.update(chunk)
@@ -78,17 +79,12 @@ def download_url(url, root, filename=None, checksum=None, timeout=60, progress=F
                     bar.update(len(chunk))
             if bar is not None:
                 bar.close()
-            out.flush()
-            os.fsync(out.fileno())
+        # Raised before the rename: a corrupt download never takes the file's name.
         if checksum is not None and digest.hexdigest() != checksum.lower():
             raise IOError(f"download_url: checksum mismatch for {url}: expected {checksum}, "
                           f"got {digest.hexdigest()}")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+
+    return atomic_write(path, fetch, where="download_url")
 
 
 def _bar(progress, total, name):

@@ -6,9 +6,10 @@ big-endian uint32, then the values in C order, big-endian.
 import gzip
 import os
 import struct
-import tempfile
 
 import numpy as np
+
+from lezero.utils.files import atomic_write
 
 __all__ = ["read_idx", "write_idx"]
 
@@ -53,18 +54,7 @@ def write_idx(path, array):
     code = _CODES[native]
     header = bytes([0, 0, code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
     body = array.astype(_TYPES[code]).tobytes()
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
-                    gz.write(header + body)
-            else:
-                raw.write(header + body)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return path
+    payload = header + body
+    if os.fspath(path).endswith(".gz"):
+        payload = gzip.compress(payload, mtime=0)
+    return atomic_write(path, payload, where="write_idx")

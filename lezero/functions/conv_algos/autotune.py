@@ -16,7 +16,6 @@ backend and the product (forward / grad_input / grad_weight) are exact.
 import datetime
 import json
 import os
-import tempfile
 import threading
 import time
 import warnings
@@ -25,6 +24,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core.config import get_config
+from lezero.utils.files import atomic_write
 from lezero.functions.conv_algos import select
 from lezero.functions.conv_algos.parallel import run_product
 
@@ -93,11 +93,8 @@ def _save(new):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         merged = _read(path)
         merged.update(new)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)),
-                                   prefix=".conv_autotune-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": VERSION, "entries": merged}, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
+        text = json.dumps({"version": VERSION, "entries": merged}, indent=1, sort_keys=True)
+        atomic_write(path, text, where="conv autotune")
         _memory["entries"].update(merged)
     except OSError as e:            # a read-only home must not stop training
         warnings.warn(f"conv autotune: could not write {path} ({e})")
