@@ -25,10 +25,13 @@ sys.path.insert(0, os.path.dirname(HERE))      # run from a checkout without ins
 import lezero as lz  # noqa: E402
 from lezero import cuda  # noqa: E402
 from lezero.core import get_rng_state, set_rng_state  # noqa: E402
-from lezero.utils.serialization import atomic_write  # noqa: E402
+from lezero.utils.files import atomic_write  # noqa: E402
 
 
 # ----- flags ------------------------------------------------------------------------------
+
+SMOKE_BATCHES = 3          # batches per epoch under --smoke
+_smoke = False             # set by check_args when --smoke is given
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter,
                      argparse.ArgumentDefaultsHelpFormatter):
@@ -52,6 +55,10 @@ def make_parser(name, description, epochs, batch_size, lr):
                    help="run at most N epochs in this invocation (resume later)")
     p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                    help="gpu needs CuPy and a CUDA device")
+    p.add_argument("--smoke", action="store_true",
+                   help=f"a smoke run for the test suite: one epoch of at most "
+                        f"{SMOKE_BATCHES} batches (checks that the script works, trains "
+                        "nothing useful)")
     p.add_argument("--threads", type=int, default=1,
                    help="BLAS and Numba threads; 0 leaves the libraries' defaults (small "
                         "models gain nothing from more threads, and lose much on a busy "
@@ -68,7 +75,23 @@ def check_args(parser, args):
         parser.error("--lr must be positive")
     if args.device == "gpu" and not cuda.is_available():
         parser.error("--device gpu: CuPy with a CUDA device is not available")
+    if getattr(args, "smoke", False):
+        global _smoke
+        _smoke = True
+        args.epochs, args.stop_after = 1, None
     return args
+
+
+def smoke_limit(iterable):
+    """``iterable`` cut to ``SMOKE_BATCHES`` items under --smoke (unchanged otherwise);
+    scripts with loops of their own wrap them in it."""
+    if not _smoke:
+        yield from iterable
+        return
+    for i, item in enumerate(iterable):
+        if i == SMOKE_BATCHES:
+            return
+        yield item
 
 
 @contextlib.contextmanager
@@ -118,7 +141,7 @@ def batches(arrays, batch_size, seed, epoch, shuffle=True, drop_last=False):
     order = (np.random.default_rng([seed, epoch]).permutation(n) if shuffle
              else np.arange(n))
     stop = n - n % batch_size if drop_last else n
-    for i in range(0, stop, batch_size):
+    for i in smoke_limit(range(0, stop, batch_size)):
         idx = order[i:i + batch_size]
         yield tuple(a[idx] for a in arrays)
 

@@ -19,7 +19,7 @@ import lezero.functions as F
 from lezero import optim
 from lezero.nn.models import CharLSTM
 
-from _common import (char_corpus, check_args, fit, make_parser, mean, to_device,
+from _common import (smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device,
                      write_json)
 
 
@@ -32,7 +32,7 @@ def streams(ids, batch_size):
 def run_streams(model, data, bptt, args, opt=None, clip=None):
     """One pass over the streams; trains when ``opt`` is given.  Returns the mean loss."""
     hidden, losses = None, []
-    for i in range(0, data.shape[1] - 1, bptt):
+    for i in smoke_limit(range(0, data.shape[1] - 1, bptt)):
         n = min(bptt, data.shape[1] - 1 - i)
         x, y = to_device(args, data[:, i:i + n], data[:, i + 1:i + 1 + n])
         logits, hidden = model(x, hidden)

@@ -17,7 +17,7 @@ import numpy as np
 from lezero import optim
 from lezero.nn.models import GPT
 
-from _common import char_corpus, check_args, fit, make_parser, mean, to_device, write_json
+from _common import smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device, write_json
 
 
 def windows(ids, block, batch, rng):
@@ -84,7 +84,7 @@ def main():
     def train_epoch(epoch):
         rng = np.random.default_rng([args.seed, epoch])
         losses = []
-        for _ in range(args.steps):
+        for _ in smoke_limit(range(args.steps)):
             x, y = to_device(args, *windows(train_ids, args.block_size, args.batch_size, rng))
             loss = model.loss(x, y)
             opt.zero_grad()

@@ -14,7 +14,7 @@ import lezero.functions as F
 from lezero import cuda, optim
 from lezero.nn.models import Seq2SeqTransformer
 
-from _common import check_args, fit, make_parser, mean, to_device
+from _common import smoke_limit, check_args, fit, make_parser, mean, to_device
 
 PAD, BOS, EOS, FIRST_DIGIT = 0, 1, 2, 3
 VOCAB = FIRST_DIGIT + 10
@@ -79,7 +79,7 @@ def main():
     def train_epoch(epoch):
         rng = np.random.default_rng([args.seed, epoch])
         losses = []
-        for _ in range(args.steps):
+        for _ in smoke_limit(range(args.steps)):
             src, tgt = make_pairs(args.batch_size, args.min_len, args.max_len, rng)
             src, tgt = to_device(args, src, tgt)
             logits = model(src, tgt[:, :-1], src_key_padding_mask=src == PAD,

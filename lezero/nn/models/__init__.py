@@ -18,9 +18,23 @@ from lezero.nn.models.resnet import (BasicBlock, Bottleneck, ResNet, resnet18, r
 from lezero.nn.models.seq2seq import PositionalEncoding, Seq2SeqTransformer
 from lezero.nn.models.vae import VAE, vae_loss
 from lezero.nn.models.vgg import VGG, vgg11, vgg11_bn, vgg16, vgg16_bn
+from lezero.nn.models.registry import get_model, list_models, register_model
+
+# The models that existed before the registry, by the names torchvision and their
+# references use; new model modules register themselves with @register_model.
+for _name, _builder in {
+        "mlp": MLP, "lenet5": LeNet5, "vgg11": vgg11, "vgg11_bn": vgg11_bn, "vgg16": vgg16,
+        "vgg16_bn": vgg16_bn, "resnet18": resnet18, "resnet34": resnet34, "resnet50": resnet50,
+        "mobilenet_v2": mobilenet_v2, "char_lstm": CharLSTM,
+        "seq2seq_transformer": Seq2SeqTransformer,
+        "gpt_mini": lambda **kw: GPT(GPTConfig(**kw)), "vae": VAE,
+        "dcgan_generator": DCGANGenerator, "dcgan_discriminator": DCGANDiscriminator}.items():
+    register_model(_name)(_builder)
+del _name, _builder
 
 __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "ResNet",
            "BasicBlock", "Bottleneck", "resnet18", "resnet34", "resnet50", "MobileNetV2",
            "InvertedResidual", "mobilenet_v2", "CharLSTM", "Seq2SeqTransformer",
            "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
-           "DCGANDiscriminator", "dcgan_weights_init"]
+           "DCGANDiscriminator", "dcgan_weights_init", "get_model", "list_models",
+           "register_model"]
