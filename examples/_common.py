@@ -270,4 +270,22 @@ def char_corpus(path=None, val_fraction=0.1):
 def write_json(path, obj):
     """Write ``obj`` as JSON atomically."""
     text = json.dumps(obj, indent=1)
-    atomic_write(path, lambda f: f.write(text.encode()))
+    atomic_write(path, text)
+
+
+def write_summary(args, model, task, data, metric, value, seconds, **extra):
+    """Record what a run achieved in ``OUT/summary.json``: the zoo table
+    (``make zoo-table``, docs/model_zoo.md) is generated from these files, never typed.
+
+    ``metric``/``value``: the headline result (``"test_acc"``, 0.981; ``"mAP@0.5"``, ...);
+    ``seconds``: the training time; ``extra``: anything else worth a column."""
+    import datetime
+    import platform
+    summary = {"model": model, "task": task, "data": data, "metric": metric,
+               "value": float(value), "seconds": round(float(seconds), 2),
+               "smoke": bool(getattr(args, "smoke", False)),
+               "command": "python " + " ".join(sys.argv),
+               "date": datetime.date.today().isoformat(), "machine": platform.machine(),
+               **extra}
+    write_json(os.path.join(args.out, "summary.json"), summary)
+    return summary
