@@ -4,8 +4,14 @@ import time
 
 
 def set_threads(n=None):
-    """Use the same number of threads for NumPy's BLAS (set before import) and PyTorch."""
+    """Use the same number of threads for NumPy's BLAS (set before import) and PyTorch.
+
+    Also keeps freed host memory for reuse (``lezero.utils.keep_freed_memory``): a setting
+    of the whole process, so both frameworks in the run benefit alike."""
     import torch
+
+    import lezero
+    lezero.utils.keep_freed_memory()
     n = n or int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
     torch.set_num_threads(n)
     return n

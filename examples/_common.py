@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(HERE))      # run from a checkout without ins
 
 import lezero as lz  # noqa: E402
 from lezero import cuda  # noqa: E402
-from lezero.core import get_rng_state, set_rng_state  # noqa: E402
+from lezero.random import get_rng_state, set_rng_state  # noqa: E402
 from lezero.utils.files import atomic_write  # noqa: E402
 
 
@@ -195,6 +195,7 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
     (one dict of metrics per epoch).  ``modules``/``optimizers``/``schedulers`` are dicts
     name -> object (a GAN has two of each)."""
     schedulers = schedulers or {}
+    lz.utils.keep_freed_memory()         # reuse freed arrays across steps (fewer page faults)
     os.makedirs(args.out, exist_ok=True)
     if args.device == "gpu":
         for m in modules.values():

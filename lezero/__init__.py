@@ -5,19 +5,16 @@
 
 Importing lezero loads no optional dependency (mpi4py, cupy, onnx, torch, matplotlib).
 """
-from lezero.core import (Config, Function, FunctionHook, Parameter, TimerHook, Variable,
-                         as_array, as_variable, enable_grad, get_rng, grad, manual_seed,
-                         no_grad, test_mode, using_config)
-from lezero.core import host_memory as _host_memory
+from lezero.core import (Config, Function, FunctionHook, Parameter, Variable, as_array,
+                         as_variable, enable_grad, grad, no_grad, test_mode, using_config)
+from lezero.random import get_rng, manual_seed
 from lezero import cuda
+from lezero import kernels
 from lezero import functions
 from lezero import utils
+from lezero.utils.profiling import TimerHook
 
 __version__ = "0.1.0"
-
-# Freed arrays are reused instead of returned to the OS (page faults were a fifth of a
-# training step); LEZERO_HOST_ALLOCATOR=system opts out.  See lezero/core/host_memory.py.
-_host_memory.apply_default()
 
 __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_grad",
            "enable_grad", "test_mode", "grad", "manual_seed", "get_rng", "FunctionHook",
@@ -25,7 +22,7 @@ __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_gr
 
 # Subpackages and names that pull in more code load on first use, keeping import light.
 _LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "jit", "onnx",
-                 "serving", "kernels"}
+                 "serving", "testing"}
 _LAZY_NAMES = {
     "checkpoint": ("lezero.checkpoint", "checkpoint"),
     "checkpoint_sequential": ("lezero.checkpoint", "checkpoint_sequential"),

@@ -148,6 +148,7 @@ def main(argv=None):
     """Run the demo; returns a dict with the accuracies, timings and file paths."""
     args = parse_args(argv)
     lz.manual_seed(args.seed)
+    lz.utils.keep_freed_memory()     # reuse freed arrays: fewer page faults per step
     train_set, test_set = Digits(train=True), Digits(train=False)
     loader = DataLoader(TensorDataset(train_set.data, train_set.targets),
                         batch_size=args.batch_size, shuffle=True, seed=args.seed)

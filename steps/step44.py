@@ -19,7 +19,7 @@ import numpy as np
 import lezero as lz
 import lezero.functions as F
 from lezero import nn, optim
-from lezero.core import get_rng_state, set_rng_state
+from lezero.random import get_rng_state, set_rng_state
 from lezero.data.datasets import Digits
 from lezero.nn import models
 

@@ -1,23 +1,29 @@
 """The backward engine: ``backward`` (accumulate into ``.grad``) and ``grad`` (return grads).
 
-1. A first walk over the graph counts how many recorded uses each leaf has, so a leaf's
-   gradient is known to be complete the moment its last use is processed (its hooks and
-   post-accumulate hooks run then: data parallelism starts a bucket's allreduce there).
-2. Functions are then visited latest-generation first from a heap, which is a correct
-   order for any DAG: every consumer of a Variable runs before that Variable's creator.
-Gradients are Variables.  Unless ``create_graph`` is set, they are computed with graph
+One pass runs in three phases:
+
+1. **seed**: the starting gradients (ones, or the caller's ``grad_outputs``), and, when any
+   hook is registered, a count of each leaf's recorded uses, so that a leaf's gradient is
+   known complete the moment its last use is processed (its hooks and post-accumulate
+   hooks run then: data parallelism starts a bucket's allreduce there);
+2. **propagate**: Functions are visited latest-generation first from a heap, which is a
+   correct order for any DAG (every consumer of a Variable runs before its creator);
+3. **finish**: leaves that were outputs themselves, or never completed, get their total.
+
+Gradients are Variables.  Unless ``create_graph`` is set they are computed with graph
 recording off, so first-order training builds no extra graph.
 """
 import heapq
 
 from lezero import cuda
-from lezero.core.config import _current, get_config
-from lezero.core.variable import Variable, _HookHandle, as_array
+from lezero.core.config import get_config, pop_setting, push_setting
+from lezero.core.function import Function
+from lezero.core.variable import Variable, as_array, live_hook_count
 
 
 def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False):
     """Accumulate d(outputs)/d(leaf) into every leaf's ``.grad``."""
-    _run(_as_list(outputs, "outputs"), grad_outputs, retain_grad, create_graph, wanted=None)
+    _run(_as_list(outputs), grad_outputs, retain_grad, create_graph, wanted=None)
 
 
 def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=False):
@@ -27,13 +33,12 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=Fa
     Variables (default: ones).  An input that the outputs do not depend on raises
     ``ValueError`` unless ``allow_unused=True``, which gives None for it.
     """
-    outputs = _as_list(outputs, "outputs")
-    inputs = _as_list(inputs, "inputs")
-    grad_outputs = None if grad_outputs is None else _as_list(grad_outputs, "grad_outputs")
+    inputs = _as_list(inputs)
     for i, x in enumerate(inputs):
         if not isinstance(x, Variable):
             raise TypeError(f"grad: inputs[{i}] must be a Variable, got {type(x).__name__}")
-    found = _run(outputs, grad_outputs, False, create_graph, wanted=set(inputs))
+    grad_outputs = None if grad_outputs is None else _as_list(grad_outputs)
+    found = _run(_as_list(outputs), grad_outputs, False, create_graph, wanted=set(inputs))
     result = []
     for i, x in enumerate(inputs):
         g = found.get(x)
@@ -44,11 +49,30 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=Fa
     return tuple(result)
 
 
-def _as_list(xs, what):
-    if isinstance(xs, (list, tuple)):
-        return list(xs)
-    return [xs]
+class Accumulate(Function):
+    """``a + b`` for two gradients of one Variable: the one operator the engine itself
+    needs (to sum gradients under ``create_graph``), so the core runs on its own."""
 
+    def forward(self, a, b):
+        return a + b
+
+    def backward(self, gy):
+        return gy, gy
+
+
+def _as_list(xs):
+    return list(xs) if isinstance(xs, (list, tuple)) else [xs]
+
+
+def _add(total, g):
+    if total is None:
+        return g
+    if get_config().enable_backprop:        # create_graph: keep the sum differentiable
+        return Accumulate()(total, g)
+    return Variable(total.data + g.data, requires_grad=False)
+
+
+# ----- phase 1: seed -----------------------------------------------------------------------
 
 def _seed(outputs, grad_outputs):
     """The starting gradients: ones, or the given ``grad_outputs`` checked for shape."""
@@ -68,8 +92,6 @@ def _seed(outputs, grad_outputs):
             ones = cuda.get_array_module(d).empty(d.shape, d.dtype)
             ones.fill(1)                  # empty + fill: several times faster than ones()
             g = Variable(ones, requires_grad=False)
-            if len(outputs) == 1:
-                return {y: g}
         elif not isinstance(g, Variable):
             g = Variable(as_array(g, y.data), requires_grad=False)
         if g.data.shape != y.data.shape:
@@ -81,8 +103,7 @@ def _seed(outputs, grad_outputs):
 
 def _count_leaf_uses(outputs):
     """Walk the graph once; return {leaf: number of recorded uses}."""
-    uses = {}
-    seen = set()
+    uses, seen = {}, set()
     stack = [y.creator for y in outputs if y.creator is not None]
     while stack:
         f = stack.pop()
@@ -98,13 +119,7 @@ def _count_leaf_uses(outputs):
     return uses
 
 
-def _add(total, g):
-    if total is None:
-        return g
-    if get_config().enable_backprop:        # create_graph: keep the sum differentiable
-        return total + g
-    return Variable(total.data + g.data, requires_grad=False)
-
+# ----- phase 2: propagate ------------------------------------------------------------------
 
 def _apply_hooks(x, g):
     for hook in x._hooks:
@@ -112,44 +127,6 @@ def _apply_hooks(x, g):
         if out is not None:
             g = out if isinstance(out, Variable) else Variable(out, requires_grad=False)
     return g
-
-
-def _root(a):
-    """The array that owns ``a``'s memory."""
-    while a.base is not None:
-        a = a.base
-    return a
-
-
-def _finish_leaf(x, g, create_graph, wanted, found, claimed):
-    """A leaf's gradient is complete: run its hooks, then store or accumulate it."""
-    if x._hooks:
-        g = _apply_hooks(x, g)
-    if wanted is not None:
-        if x in wanted:
-            found[x] = g
-        return
-    if create_graph:
-        x.grad = g if x.grad is None else x.grad + g
-    elif x.grad is None:
-        # .grad must own writable memory: optimizers and clipping update it in place,
-        # and a gradient may be a broadcast view, the caller's seed, or shared by leaves.
-        d = g.data
-        if d.base is None and id(d) not in claimed:       # a fresh array: take it as is
-            claimed.add(id(d))
-        else:
-            root = _root(d)               # views share memory with their root array
-            if id(root) in claimed or not getattr(d.flags, "writeable", True):
-                d = d.copy()
-                g = Variable(d, requires_grad=False)
-                root = d
-            claimed.add(id(root))
-        x.grad = g
-    else:
-        x.grad.data += g.data
-    if x._post_hooks:
-        for hook in list(x._post_hooks):
-            hook(x)
 
 
 def _take_grad(y, grads, retain_grad, wanted, found):
@@ -169,96 +146,151 @@ def _output_grads(f, grads, retain_grad, wanted, found):
     """Collect (and release) the gradients of ``f``'s outputs, zero-filling missing ones.
 
     Returns None when no output received a gradient (nothing to propagate)."""
-    outs = f.outputs
-    gys = [_take_grad(ref(), grads, retain_grad, wanted, found) for ref in outs]
+    gys = [_take_grad(ref(), grads, retain_grad, wanted, found) for ref in f.outputs]
     if len(gys) == 1:                  # the common case
         return None if gys[0] is None else gys
     if all(g is None for g in gys):
         return None
     for i, g in enumerate(gys):
         if g is None:                  # an output that received no gradient: zeros
-            shape, dtype = f._output_meta[i]
+            shape, dtype = f.output_meta[i]
             xp = cuda.get_array_module(f.inputs[0].data)
             gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
     return gys
 
 
 def _call_backward(f, gys):
-    """Run ``f.backward`` (with function hooks) and normalise its result to a tuple."""
+    """Run ``f.backward`` (with function hooks) and check its gradients' count and shapes."""
     hooks = get_config().function_hooks
-    if not hooks:
-        gxs = f.backward(*gys)
-    else:
-        for h in hooks:
-            h.backward_preprocess(f, gys)
-        gxs = f.backward(*gys)
-        for h in hooks:
-            h.backward_postprocess(f, gys)
+    for h in hooks:
+        h.backward_preprocess(f, gys)
+    gxs = f.backward(*gys)
+    for h in hooks:
+        h.backward_postprocess(f, gys)
     if not isinstance(gxs, tuple):
         gxs = (gxs,)
     if len(gxs) != len(f.inputs):
         raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
                          f"for {len(f.inputs)} inputs")
-    return gxs
+    out = []
+    for x, gx, needed in zip(f.inputs, gxs, f.needs_input_grad):
+        if gx is None or not needed:
+            out.append(None)
+            continue
+        if not isinstance(gx, Variable):
+            gx = Variable(as_array(gx), requires_grad=False)
+        if gx.data.shape != x.data.shape:
+            raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
+                             f"shape {gx.shape} for an input of shape {x.shape}")
+        out.append(gx)
+    return out
+
+
+def _propagate(outputs, state):
+    """Visit every Function behind ``outputs`` once, latest generation first."""
+    grads, uses = state.grads, state.uses
+    heap, queued, counter = [], set(), 0
+    for y in outputs:
+        f = y.creator
+        if f is not None and f not in queued:
+            queued.add(f)
+            heapq.heappush(heap, (-f.generation, counter, f))
+            counter += 1
+    while heap:
+        f = heapq.heappop(heap)[2]
+        gys = _output_grads(f, grads, state.retain_grad, state.wanted, state.found)
+        if gys is None:
+            continue
+        for x, gx in zip(f.inputs, _call_backward(f, gys)):
+            if gx is None:
+                continue
+            total = _add(grads.pop(x, None), gx)
+            creator = x.creator
+            if creator is None:          # a leaf: complete at its last use (when counted)
+                left = -1 if uses is None else uses[x] - 1
+                if uses is not None:
+                    uses[x] = left
+                if left == 0:
+                    state.finish_leaf(x, total)
+                else:
+                    grads[x] = total
+                    state.leaves[x] = None
+                continue
+            grads[x] = total
+            if creator not in queued:
+                queued.add(creator)
+                heapq.heappush(heap, (-creator.generation, counter, creator))
+                counter += 1
+
+
+# ----- phase 3: finish leaves ------------------------------------------------------------
+
+def _root(a):
+    """The array that owns ``a``'s memory."""
+    while a.base is not None:
+        a = a.base
+    return a
+
+
+class _Pass:
+    """What one backward pass carries between its phases."""
+
+    def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted):
+        self.grads = _seed(outputs, grad_outputs)
+        self.retain_grad, self.create_graph, self.wanted = retain_grad, create_graph, wanted
+        self.found = {}
+        self.leaves = {y: None for y in outputs if y.creator is None}
+        # With no hook registered anywhere, finishing every leaf at the end is the same.
+        self.uses = _count_leaf_uses(outputs) if live_hook_count() else None
+        # Caller-given gradients must be copied before they become some leaf's .grad.
+        self.claimed = (set() if grad_outputs is None
+                        else {id(_root(g.data)) for g in self.grads.values()})
+
+    def finish_leaf(self, x, g):
+        """A leaf's gradient is complete: run its hooks, then store or accumulate it."""
+        if x._hooks:
+            g = _apply_hooks(x, g)
+        if self.wanted is not None:
+            if x in self.wanted:
+                self.found[x] = g
+            return
+        if self.create_graph:
+            x.grad = g if x.grad is None else x.grad + g
+        elif x.grad is None:
+            x.grad = self._owned(g)
+        else:
+            x.grad.data += g.data
+        if x._post_hooks:
+            for hook in list(x._post_hooks):
+                hook(x)
+
+    def _owned(self, g):
+        """``g``, copied unless its memory is fresh and writable: optimizers and clipping
+        update ``.grad`` in place, and a gradient may be a broadcast view, the caller's
+        seed, or shared by several leaves."""
+        d = g.data
+        if d.base is None and id(d) not in self.claimed:
+            self.claimed.add(id(d))
+            return g
+        root = _root(d)
+        if id(root) in self.claimed or not getattr(d.flags, "writeable", True):
+            d = d.copy()
+            g, root = Variable(d, requires_grad=False), d
+        self.claimed.add(id(root))
+        return g
+
+    def finish(self):
+        for x in self.leaves:     # leaves that were outputs themselves, or never completed
+            if x in self.grads:
+                self.finish_leaf(x, self.grads.pop(x))
+        return self.found
 
 
 def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
-    token = _current.set(get_config().replace("enable_backprop", bool(create_graph)))
+    token = push_setting("enable_backprop", bool(create_graph))
     try:
-        grads = _seed(outputs, grad_outputs)
-        # Caller-given gradients must be copied before they become some leaf's .grad.
-        claimed = set() if grad_outputs is None else {id(_root(g.data)) for g in grads.values()}
-        leaves = {y: None for y in outputs if y.creator is None}
-        # Counting leaf uses lets hooks run the moment a leaf's gradient is complete.
-        # With no hook registered anywhere, finishing every leaf at the end is the same.
-        uses = _count_leaf_uses(outputs) if _HookHandle.live else None
-        found = {}
-        heap, counter, queued = [], 0, set()
-        push, pop = heapq.heappush, heapq.heappop
-        for y in outputs:
-            f = y.creator
-            if f is not None and f not in queued:
-                queued.add(f)
-                push(heap, (-f.generation, counter, f))
-                counter += 1
-
-        while heap:
-            f = pop(heap)[2]
-            gys = _output_grads(f, grads, retain_grad, wanted, found)
-            if gys is None:
-                continue
-            gxs = _call_backward(f, gys)
-            for x, gx, needed in zip(f.inputs, gxs, f.needs_input_grad):
-                if gx is None or not needed:
-                    continue
-                if type(gx) is not Variable and not isinstance(gx, Variable):
-                    gx = Variable(as_array(gx), requires_grad=False)
-                if gx.data.shape != x.data.shape:
-                    raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
-                                     f"shape {gx.shape} for an input of shape {x.shape}")
-                creator = x.creator
-                if creator is None:
-                    left = uses[x] - 1 if uses is not None else -1
-                    if uses is not None:
-                        uses[x] = left
-                    prev = grads.pop(x, None)
-                    total = gx if prev is None else _add(prev, gx)
-                    if left == 0:         # the leaf's last use: its gradient is complete
-                        _finish_leaf(x, total, create_graph, wanted, found, claimed)
-                    else:
-                        grads[x] = total
-                        leaves[x] = None
-                    continue
-                prev = grads.get(x)
-                grads[x] = gx if prev is None else _add(prev, gx)
-                if creator not in queued:
-                    queued.add(creator)
-                    push(heap, (-creator.generation, counter, creator))
-                    counter += 1
-
-        for x in leaves:   # leaves that were outputs themselves, or never completed
-            if x in grads:
-                _finish_leaf(x, grads.pop(x), create_graph, wanted, found, claimed)
-        return found
+        state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted)
+        _propagate(outputs, state)
+        return state.finish()
     finally:
-        _current.reset(token)
+        pop_setting(token)

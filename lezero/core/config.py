@@ -10,9 +10,9 @@ import contextvars
 _DEFAULTS = {
     "enable_backprop": True,   # record graphs for backward
     "train": True,             # dropout / batch-norm behave as in training
-    "use_numba": True,         # let operators use the Numba kernels in lezero.kernels
     "function_hooks": (),      # active FunctionHook objects (see core.hooks)
 }
+# Other parts add their own settings with register_setting (kernels: use_numba).
 
 
 class _Settings:
@@ -74,19 +74,31 @@ class _ConfigMeta(type):
 class Config(metaclass=_ConfigMeta):
     """The settings of the current thread, read and written as class attributes.
 
-    ``Config.enable_backprop``, ``Config.train`` and ``Config.use_numba`` are the main ones.
+    ``Config.enable_backprop``, ``Config.train`` and ``Config.use_numba`` (registered by
+    ``lezero.kernels``) are the main ones.
     Prefer the context managers ``using_config``, ``no_grad`` and ``test_mode``.
     """
+
+
+def push_setting(name, value):
+    """Set ``name`` for the current thread and return a token for ``pop_setting``: the
+    ``using_config`` pair without a ``with`` block (the backward engine's fast path)."""
+    return _current.set(get_config().replace(name, value))
+
+
+def pop_setting(token):
+    """Undo the ``push_setting`` that returned ``token``."""
+    _current.reset(token)
 
 
 @contextlib.contextmanager
 def using_config(name, value):
     """Set ``Config.<name> = value`` inside a ``with`` block (restored on exit)."""
-    token = _current.set(get_config().replace(name, value))
+    token = push_setting(name, value)
     try:
         yield
     finally:
-        _current.reset(token)
+        pop_setting(token)
 
 
 def no_grad():

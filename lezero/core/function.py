@@ -26,8 +26,15 @@ class Function:
     inputs = ()
     outputs = ()
     needs_input_grad = ()
+    output_meta = ()      # (shape, dtype) per output, kept when there are several
 
     def __call__(self, *inputs):
+        if self.inputs:
+            # A recorded instance is a node of a graph; calling it again would rewire that
+            # node and silently give the first call's inputs wrong (or no) gradients.
+            raise RuntimeError(f"{type(self).__name__}: this Function instance was already "
+                               "called and is part of a graph; create a new instance for "
+                               f"each call ({type(self).__name__}()(x), not op(x1); op(x2))")
         inputs = _as_variables(inputs)
         cfg = get_config()
         hooks = cfg.function_hooks
@@ -63,7 +70,7 @@ class Function:
             self.inputs = inputs
             self.outputs = [weakref.ref(out) for out in outputs]
             if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
-                self._output_meta = [(y.shape, y.dtype) for y in ys]
+                self.output_meta = [(y.shape, y.dtype) for y in ys]
         return outputs if len(outputs) > 1 else outputs[0]
 
     def forward(self, *xs):

@@ -123,11 +123,6 @@ class Variable:
     __hash__ = object.__hash__    # identity hashing, so Variables can key dicts and sets
 
     # ----- graph ----------------------------------------------------------------
-    def set_creator(self, func):
-        """Record ``func`` as this Variable's producer (called by Function)."""
-        self.creator = func
-        self.generation = func.generation + 1
-
     def cleargrad(self):
         """Forget the accumulated gradient."""
         self.grad = None
@@ -225,10 +220,16 @@ def as_variable(x):
     return Variable(as_array(x), requires_grad=False)
 
 
+def live_hook_count():
+    """How many Variable hooks are registered in this process (the engine skips counting
+    leaf uses when there are none)."""
+    return _HookHandle.live
+
+
 class _HookHandle:
     """Returned by ``register_hook``: ``remove()`` unregisters the hook."""
 
-    live = 0    # hooks registered in this process; the engine skips its leaf count at 0
+    live = 0
 
     def __init__(self, hooks, fn):
         if not callable(fn):

@@ -5,7 +5,7 @@ any magnitude give finite results.  Their backwards are written with LeZero oper
 the output, so they can be differentiated again.
 """
 from lezero.core import Function
-from lezero.core.random import get_rng
+from lezero.random import get_rng
 from lezero.functions._activation_utils import check_input, check_real
 from lezero.functions._utils import check_bool, data_of, normalize_axis, xp_of
 from lezero.functions.math import exp

@@ -17,7 +17,7 @@ gradient is that same constant array.  All four are re-exported by ``activation`
 import math
 
 from lezero.core import Function
-from lezero.core.random import get_rng
+from lezero.random import get_rng
 from lezero.functions._activation_utils import check_input, check_real, check_training
 from lezero.functions._utils import data_of, mask_like, xp_of
 from lezero.functions.dropout import ScaleShift

@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from lezero.core import Function, Variable, get_config
-from lezero.core.random import get_rng
+from lezero.random import get_rng
 from lezero.functions._utils import (check_bool, check_float, check_variable, constant, data_of,
                                      xp_of)
 from lezero.functions.attention_softmax import MaskedSoftmax

@@ -3,14 +3,14 @@ names).
 
 ``training=None`` (the default) follows ``lz.Config.train``, so ``lz.test_mode()`` (or
 ``Module.eval()``) turns them into the identity.  Masks come from the process generator
-(``lezero.core.random.get_rng``), so ``lz.manual_seed`` reproduces them.
+(``lezero.random.get_rng``), so ``lz.manual_seed`` reproduces them.
 
 Each is one Function, ``y = x * scale + shift`` with constant arrays drawn in forward:
 its gradient is ``gy * scale`` (the mask times 1/(1-p) for dropout), and it is linear,
 so double backward is trivially right.
 """
 from lezero.core import Function, Variable
-from lezero.core.random import get_rng
+from lezero.random import get_rng
 from lezero.functions._activation_utils import check_input, check_probability, check_training
 from lezero.functions._utils import check_bool, constant, data_of, xp_of
 from lezero.functions.registry import register

@@ -6,7 +6,11 @@ On the GPU the same operators use CuPy, never these CPU kernels.
 """
 import numpy as np
 
-from lezero.core.config import get_config
+from lezero.core.config import get_config, register_setting
+
+# Operators consult this before running a Numba kernel; ``Config.use_numba = False`` (or
+# ``using_config("use_numba", False)``) runs the NumPy references instead.
+register_setting("use_numba", True)
 
 _numba = None
 

@@ -13,14 +13,20 @@ that was about a fifth of the step's time.
 reused, as a caching allocator would, at the cost of the process keeping up to
 ``trim_threshold`` bytes of freed memory resident.
 
-``import lezero`` calls it once with the defaults below.  Set the environment variable
-``LEZERO_HOST_ALLOCATOR=system`` before the import to keep glibc's own settings; on a C
-library without ``mallopt`` (macOS, musl) nothing changes.  The setting is per process
-and also benefits any other library in the process.
+It is opt-in, never a side effect of ``import lezero``: a library should not retune the
+allocator of the process that imports it.  Call it once at the start of a training script
+(``lezero.demo``, the examples and the benchmarks do)::
+
+    import lezero as lz
+    lz.utils.keep_freed_memory()
+
+On a C library without ``mallopt`` (macOS, musl) it changes nothing and returns False.
+The setting is per process and also benefits any other library in the process.
 """
 import ctypes
 import ctypes.util
-import os
+
+from lezero.utils.checks import check_int
 
 __all__ = ["keep_freed_memory", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
 
@@ -53,9 +59,8 @@ def keep_freed_memory(mmap_threshold=MMAP_THRESHOLD, trim_threshold=TRIM_THRESHO
     when more than this is free at its top.
     """
     global _applied
-    for name, value in (("mmap_threshold", mmap_threshold), ("trim_threshold", trim_threshold)):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"keep_freed_memory: {name} must be a positive int, got {value!r}")
+    mmap_threshold = check_int("keep_freed_memory", "mmap_threshold", mmap_threshold, low=1)
+    trim_threshold = check_int("keep_freed_memory", "trim_threshold", trim_threshold, low=1)
     fn = _mallopt()
     if fn is None:
         return False
@@ -69,10 +74,3 @@ def keep_freed_memory(mmap_threshold=MMAP_THRESHOLD, trim_threshold=TRIM_THRESHO
 def applied():
     """The (mmap_threshold, trim_threshold) in force from ``keep_freed_memory``, or None."""
     return _applied
-
-
-def apply_default():
-    """What ``import lezero`` runs: the defaults, unless LEZERO_HOST_ALLOCATOR=system."""
-    if os.environ.get("LEZERO_HOST_ALLOCATOR", "").strip().lower() == "system":
-        return False
-    return keep_freed_memory()
