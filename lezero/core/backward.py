@@ -129,101 +129,32 @@ def _apply_hooks(x, g):
     return g
 
 
-def _take_grad(y, grads, retain_grad, wanted, found):
-    """Pop the complete gradient of output ``y`` (None if it got none) and run its hooks."""
-    g = None if y is None else grads.pop(y, None)
-    if g is not None:
-        if y._hooks:
-            g = _apply_hooks(y, g)
-        if retain_grad:
-            y.grad = g
-        if wanted is not None and y in wanted:
-            found[y] = g
-    return g
-
-
-def _output_grads(f, grads, retain_grad, wanted, found):
-    """Collect (and release) the gradients of ``f``'s outputs, zero-filling missing ones.
-
-    Returns None when no output received a gradient (nothing to propagate)."""
-    gys = [_take_grad(ref(), grads, retain_grad, wanted, found) for ref in f.outputs]
-    if len(gys) == 1:                  # the common case
-        return None if gys[0] is None else gys
-    if all(g is None for g in gys):
-        return None
-    for i, g in enumerate(gys):
-        if g is None:                  # an output that received no gradient: zeros
-            shape, dtype = f.output_meta[i]
-            xp = cuda.get_array_module(f.inputs[0].data)
-            gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
-    return gys
-
-
 def _call_backward(f, gys):
-    """Run ``f.backward`` (with function hooks) and check its gradients' count and shapes."""
+    """Run ``f.backward`` (with function hooks) and check its gradients' count and shapes;
+    returns one gradient Variable or None per input."""
     hooks = get_config().function_hooks
     for h in hooks:
         h.backward_preprocess(f, gys)
     gxs = f.backward(*gys)
     for h in hooks:
         h.backward_postprocess(f, gys)
-    if not isinstance(gxs, tuple):
-        gxs = (gxs,)
+    gxs = gxs if isinstance(gxs, tuple) else (gxs,)
     if len(gxs) != len(f.inputs):
         raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
                          f"for {len(f.inputs)} inputs")
     out = []
     for x, gx, needed in zip(f.inputs, gxs, f.needs_input_grad):
-        if gx is None or not needed:
-            out.append(None)
-            continue
-        if not isinstance(gx, Variable):
-            gx = Variable(as_array(gx), requires_grad=False)
-        if gx.data.shape != x.data.shape:
-            raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
-                             f"shape {gx.shape} for an input of shape {x.shape}")
-        out.append(gx)
+        if gx is not None and needed:
+            if not isinstance(gx, Variable):
+                gx = Variable(as_array(gx), requires_grad=False)
+            if gx.data.shape != x.data.shape:
+                raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
+                                 f"shape {gx.shape} for an input of shape {x.shape}")
+        out.append(gx if needed else None)
     return out
 
 
-def _propagate(outputs, state):
-    """Visit every Function behind ``outputs`` once, latest generation first."""
-    grads, uses = state.grads, state.uses
-    heap, queued, counter = [], set(), 0
-    for y in outputs:
-        f = y.creator
-        if f is not None and f not in queued:
-            queued.add(f)
-            heapq.heappush(heap, (-f.generation, counter, f))
-            counter += 1
-    while heap:
-        f = heapq.heappop(heap)[2]
-        gys = _output_grads(f, grads, state.retain_grad, state.wanted, state.found)
-        if gys is None:
-            continue
-        for x, gx in zip(f.inputs, _call_backward(f, gys)):
-            if gx is None:
-                continue
-            total = _add(grads.pop(x, None), gx)
-            creator = x.creator
-            if creator is None:          # a leaf: complete at its last use (when counted)
-                left = -1 if uses is None else uses[x] - 1
-                if uses is not None:
-                    uses[x] = left
-                if left == 0:
-                    state.finish_leaf(x, total)
-                else:
-                    grads[x] = total
-                    state.leaves[x] = None
-                continue
-            grads[x] = total
-            if creator not in queued:
-                queued.add(creator)
-                heapq.heappush(heap, (-creator.generation, counter, creator))
-                counter += 1
-
-
-# ----- phase 3: finish leaves ------------------------------------------------------------
+# ----- the pass: propagate, then finish leaves ----------------------------------------------
 
 def _root(a):
     """The array that owns ``a``'s memory."""
@@ -279,6 +210,60 @@ class _Pass:
         self.claimed.add(id(root))
         return g
 
+    def output_grads(self, f):
+        """Pop the complete gradients of ``f``'s outputs (running their hooks), zero-filling
+        outputs that got none; None when no output got one (nothing to propagate)."""
+        gys = []
+        for ref in f.outputs:
+            y = ref()
+            g = None if y is None else self.grads.pop(y, None)
+            if g is not None:
+                if y._hooks:
+                    g = _apply_hooks(y, g)
+                if self.retain_grad:
+                    y.grad = g
+                if self.wanted is not None and y in self.wanted:
+                    self.found[y] = g
+            gys.append(g)
+        missing = [i for i, g in enumerate(gys) if g is None]
+        if len(missing) == len(gys):
+            return None
+        for i in missing:              # an output that received no gradient: zeros
+            shape, dtype = f.output_meta[i]
+            xp = cuda.get_array_module(f.inputs[0].data)
+            gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
+        return gys
+
+    def propagate(self, outputs):
+        """Visit every Function behind ``outputs`` once, latest generation first."""
+        grads, uses, heap, queued = self.grads, self.uses, [], set()
+        for f in [y.creator for y in outputs if y.creator is not None]:
+            if f not in queued:
+                queued.add(f)
+                heapq.heappush(heap, (-f.generation, len(queued), f))
+        while heap:
+            f = heapq.heappop(heap)[2]
+            gys = self.output_grads(f)
+            if gys is None:
+                continue
+            for x, gx in zip(f.inputs, _call_backward(f, gys)):
+                if gx is None:
+                    continue
+                total = _add(grads.pop(x, None), gx)
+                creator = x.creator
+                if creator is not None:
+                    grads[x] = total
+                    if creator not in queued:
+                        queued.add(creator)
+                        heapq.heappush(heap, (-creator.generation, len(queued), creator))
+                elif uses is not None and uses[x] == 1:   # a leaf's last use: complete
+                    self.finish_leaf(x, total)
+                else:
+                    if uses is not None:
+                        uses[x] -= 1
+                    grads[x] = total
+                    self.leaves[x] = None
+
     def finish(self):
         for x in self.leaves:     # leaves that were outputs themselves, or never completed
             if x in self.grads:
@@ -290,7 +275,7 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
     token = push_setting("enable_backprop", bool(create_graph))
     try:
         state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted)
-        _propagate(outputs, state)
+        state.propagate(outputs)
         return state.finish()
     finally:
         pop_setting(token)

@@ -96,19 +96,16 @@ def _as_variables(inputs):
     Python scalars take the dtype NumPy gives them next to the first array input, so
     ``x * 2.0`` keeps a float32 ``x`` in float32.
     """
-    like = None
-    out = []
+    out, like = [], None
     for x in inputs:
-        if isinstance(x, Variable):
-            out.append(x)
-            continue
-        if like is None:
-            like = next((v.data if isinstance(v, Variable) else v for v in inputs
-                         if isinstance(v, Variable) or isinstance(v, cuda.array_types())), None)
-        if isinstance(x, (bool, int, float)) or isinstance(x, cuda.array_types()) \
-                or isinstance(x, np.generic):
-            out.append(Variable(as_array(x, like), requires_grad=False))
-        else:
-            raise TypeError(f"lezero operator got an input of type {type(x).__name__}; "
-                            "expected a Variable, an ndarray or a Python number")
+        if not isinstance(x, Variable):
+            arrays = cuda.array_types()
+            if not isinstance(x, (bool, int, float, np.generic) + arrays):
+                raise TypeError(f"lezero operator got an input of type {type(x).__name__}; "
+                                "expected a Variable, an ndarray or a Python number")
+            if like is None:       # the first array among the inputs sets scalars' dtype
+                like = next((v.data if isinstance(v, Variable) else v for v in inputs
+                             if isinstance(v, (Variable,) + arrays)), None)
+            x = Variable(as_array(x, like), requires_grad=False)
+        out.append(x)
     return out

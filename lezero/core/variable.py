@@ -3,6 +3,8 @@
 Arithmetic operators and array methods (``+``, ``@``, ``x.sum()``, ``x.T`` ...) are attached
 by ``lezero.functions`` when the package is imported, so this file only knows the graph.
 """
+import operator
+
 import numpy as np
 
 from lezero import cuda
@@ -34,6 +36,13 @@ def as_array(x, like=None):
     return arr
 
 
+def _comparison(op):
+    def compare(self, other):
+        return Variable(op(self.data, other.data if isinstance(other, Variable) else other),
+                        requires_grad=False)
+    return compare
+
+
 class Variable:
     """A node of the graph: ``data`` (an ndarray), ``grad`` (a Variable or None) and
     ``creator`` (the Function that produced it, None for leaves).
@@ -59,21 +68,10 @@ class Variable:
         self._post_hooks = None
 
     # ----- array-like properties -------------------------------------------------
-    @property
-    def shape(self):
-        return self.data.shape
-
-    @property
-    def ndim(self):
-        return self.data.ndim
-
-    @property
-    def size(self):
-        return self.data.size
-
-    @property
-    def dtype(self):
-        return self.data.dtype
+    shape = property(lambda self: self.data.shape, doc="The shape of ``data``.")
+    ndim = property(lambda self: self.data.ndim, doc="The number of axes of ``data``.")
+    size = property(lambda self: self.data.size, doc="The number of elements of ``data``.")
+    dtype = property(lambda self: self.data.dtype, doc="The dtype of ``data``.")
 
     def __len__(self):
         return len(self.data)
@@ -102,24 +100,9 @@ class Variable:
         return np.asarray(cuda.as_numpy(self.data), dtype=dtype)
 
     # Comparisons give constant (non-differentiable) boolean Variables, as in PyTorch.
-    def __eq__(self, other):
-        return Variable(self.data == _raw(other), requires_grad=False)
-
-    def __ne__(self, other):
-        return Variable(self.data != _raw(other), requires_grad=False)
-
-    def __lt__(self, other):
-        return Variable(self.data < _raw(other), requires_grad=False)
-
-    def __le__(self, other):
-        return Variable(self.data <= _raw(other), requires_grad=False)
-
-    def __gt__(self, other):
-        return Variable(self.data > _raw(other), requires_grad=False)
-
-    def __ge__(self, other):
-        return Variable(self.data >= _raw(other), requires_grad=False)
-
+    __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = (
+        _comparison(op) for op in (operator.eq, operator.ne, operator.lt, operator.le,
+                                   operator.gt, operator.ge))
     __hash__ = object.__hash__    # identity hashing, so Variables can key dicts and sets
 
     # ----- graph ----------------------------------------------------------------
@@ -207,10 +190,6 @@ class Parameter(Variable):
 
     def __repr__(self):
         return "parameter" + super().__repr__()[8:]
-
-
-def _raw(x):
-    return x.data if isinstance(x, Variable) else x
 
 
 def as_variable(x):
