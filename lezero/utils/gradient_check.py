@@ -55,12 +55,17 @@ def numerical_grad(f, *xs, eps=1e-6, gys=None):
     return grads
 
 
-def gradient_check(f, *xs, eps=1e-6, rtol=1e-5, atol=1e-6, gys=None, seed=0):
+def gradient_check(f, *xs, eps=1e-6, rtol=1e-5, atol=1e-6, gys=None, seed=0, nan_ok=False):
     """Check ``f``'s backward against central differences in float64.
 
     ``f`` takes Variables and returns a Variable (or a tuple).  A random upstream gradient
     is used (so every output element matters).  Raises AssertionError naming the input,
     the worst element and both values; returns True otherwise.
+
+    A non-finite value on either side fails the check (a NaN compares as "not greater"
+    than any tolerance, so it must be caught explicitly).  ``nan_ok=True`` accepts the
+    positions where both sides are NaN, or both the same infinity -- for functions whose
+    derivative is undefined there on purpose.
     """
     vs = _as_float64_variables(xs)
     ys = f(*vs)
@@ -82,30 +87,55 @@ def gradient_check(f, *xs, eps=1e-6, rtol=1e-5, atol=1e-6, gys=None, seed=0):
         if a.shape != n.shape:
             raise AssertionError(f"gradient_check: input {i}: gradient shape {a.shape} != "
                                  f"input shape {n.shape}")
-        err = np.abs(a - n) - (atol + rtol * np.abs(n))
-        if np.any(err > 0) or not np.all(np.isfinite(a)):
-            worst = np.unravel_index(np.nanargmax(np.where(np.isfinite(a), err, np.inf)), a.shape)
-            raise AssertionError(
-                f"gradient_check: input {i} (shape {n.shape}) differs at index {worst}: "
-                f"backward gives {a[worst]!r}, central differences give {n[worst]!r} "
-                f"(rtol={rtol}, atol={atol})")
+        _compare(i, a, n, rtol, atol, nan_ok)
     return True
 
 
-def check_double_backward(f, *xs, eps=1e-6, rtol=1e-4, atol=1e-5, seed=0):
-    """Check second derivatives: the gradient of ``<grad f(x), v>`` against central
-    differences of the first-order gradient (float64)."""
+def _compare(i, a, n, rtol, atol, nan_ok):
+    """Raise AssertionError at the worst element of analytic ``a`` vs numeric ``n``."""
+    finite = np.isfinite(a) & np.isfinite(n)
+    with np.errstate(invalid="ignore"):
+        err = np.where(finite, np.abs(a - n) - (atol + rtol * np.abs(n)), np.inf)
+    if nan_ok:          # the same non-finite value on both sides is agreement
+        same = (np.isnan(a) & np.isnan(n)) | (np.isinf(a) & (a == n))
+        err = np.where(same, -np.inf, err)
+    if not np.any(err > 0):
+        return
+    worst = tuple(int(k) for k in np.unravel_index(np.argmax(err), a.shape))
+    why = "" if finite[worst] else " (a non-finite value; pass nan_ok=True if expected)"
+    raise AssertionError(
+        f"gradient_check: input {i} (shape {n.shape}) differs at index {worst}: "
+        f"backward gives {float(a[worst])!r}, central differences give {float(n[worst])!r}{why} "
+        f"(rtol={rtol}, atol={atol})")
+
+
+def check_double_backward(f, *xs, eps=1e-6, rtol=1e-4, atol=1e-5, seed=0, nan_ok=False):
+    """Check second derivatives against central differences of the first-order gradient
+    (float64).
+
+    The first-order gradient is taken of ``sum(gy * y + w * y**2 / 2)`` over the outputs
+    ``y = f(x)``, i.e. with the upstream gradient ``gy + w * y`` depending on ``x``, and
+    then contracted with a random ``v``.  For a linear ``f`` the gradient of ``sum(gy * y)``
+    alone does not depend on ``x`` and its check would pass whatever ``backward`` did; the
+    square term makes the check exercise the derivative of ``backward`` with respect to
+    its upstream gradient too, for every operator."""
     vs = _as_float64_variables(xs)
     rng = np.random.default_rng(seed + 1)
     ys = f(*vs)
     ys = list(ys) if isinstance(ys, (list, tuple)) else [ys]
     gys = [rng.standard_normal(y.shape) for y in ys]
+    ws = [rng.uniform(0.5, 1.5, y.shape) for y in ys]
     ggs = [rng.standard_normal(v.shape) for v in vs]
 
     def first_order(*inputs):
         outs = f(*inputs)
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        gs = grad(outs, list(inputs), grad_outputs=gys, create_graph=True, allow_unused=True)
+        pairs = [(y, gy + w * y) for y, gy, w in zip(outs, gys, ws)
+                 if isinstance(y, Variable) and y.requires_grad and y.dtype.kind == "f"]
+        if not pairs:
+            raise AssertionError("check_double_backward: f has no gradient to differentiate")
+        gs = grad([y for y, _ in pairs], list(inputs), grad_outputs=[g for _, g in pairs],
+                  create_graph=True, allow_unused=True)
         total = None
         for g, gg in zip(gs, ggs):
             if g is None:
@@ -117,4 +147,4 @@ def check_double_backward(f, *xs, eps=1e-6, rtol=1e-4, atol=1e-5, seed=0):
         return total
 
     return gradient_check(first_order, *vs, eps=eps, rtol=rtol, atol=atol, gys=[np.array(1.0)],
-                          seed=seed)
+                          seed=seed, nan_ok=nan_ok)
