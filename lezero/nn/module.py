@@ -45,10 +45,10 @@ class Module:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
                                  f"assigning {name!r}")
         if isinstance(value, Parameter):
-            self._forget(name)
-            self._parameters[name] = value
+            self._forget(name, keep=self._parameters)
+            self._parameters[name] = value       # an existing name keeps its place
         elif isinstance(value, Module):
-            self._forget(name)
+            self._forget(name, keep=self._modules)
             self._modules[name] = value
         elif name in self._buffers:
             if value is not None and not isinstance(value, cuda.array_types()):
@@ -64,9 +64,12 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
+    def _forget(self, name, keep=None):
+        """Remove ``name`` from every table but ``keep`` (where it is about to be set)."""
         for table in (self._parameters, self._modules, self._buffers):
-            table.pop(name, None)
+            if table is not keep:
+                table.pop(name, None)
+        self._non_persistent.discard(name)
         self.__dict__.pop(name, None)
 
     def __getattr__(self, name):
@@ -204,52 +207,50 @@ class Module:
         return int(sum(p.size for p in self.parameters()))
 
     # ----- state -----------------------------------------------------------------------
+    def _state_entries(self, prefix=""):
+        """(key, module, name, value) for every parameter and persistent buffer, walking
+        the tree as PyTorch's ``state_dict`` does: ``prefix`` is prepended as given, and a
+        module or parameter reachable by two paths appears under both keys."""
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, self, name, p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent:
+                yield prefix + name, self, name, b
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._state_entries(f"{prefix}{name}.")
+
     def state_dict(self, prefix="", keep_vars=False):
-        """An ordered dict of parameter and persistent-buffer arrays, PyTorch's keys."""
-        out = OrderedDict()
-        for mod_prefix, module in self.named_modules(prefix.rstrip(".")):
-            base = f"{mod_prefix}." if mod_prefix else ""
-            for name, p in module._parameters.items():
-                if p is not None:
-                    out[base + name] = p if keep_vars else p.data
-            for name, b in module._buffers.items():
-                if b is not None and name not in module._non_persistent:
-                    out[base + name] = b
-        return out
+        """An ordered dict of parameter and persistent-buffer arrays, PyTorch's keys.
+
+        ``keep_vars=True`` gives the Parameters themselves instead of their arrays."""
+        return OrderedDict((key, value if keep_vars or not isinstance(value, Variable)
+                            else value.data)
+                           for key, _, _, value in self._state_entries(prefix))
 
     def load_state_dict(self, state_dict, strict=True):
         """Copy arrays into parameters and buffers (in place, cast to their dtype).
 
-        Returns ``(missing_keys, unexpected_keys)``; with ``strict`` either raises
-        KeyError.  A shape mismatch raises ValueError naming the key and both shapes.
+        Returns ``(missing_keys, unexpected_keys)``.  Nothing is changed when a check
+        fails: with ``strict`` a missing or unexpected key raises KeyError, and a shape
+        mismatch always raises ValueError naming the key and both shapes.
         """
-        own = self.state_dict(keep_vars=True)
-        owners = {}
-        for mod_prefix, module in self.named_modules():
-            base = f"{mod_prefix}." if mod_prefix else ""
-            for name in list(module._parameters) + list(module._buffers):
-                owners[base + name] = (module, name)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
+        entries = {key: (module, name, target)
+                   for key, module, name, target in self._state_entries()}
+        missing = [k for k in entries if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in entries]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys "
                            f"{unexpected}")
-        for key, target in own.items():
-            if key not in state_dict:
-                continue
-            value = state_dict[key]
-            value = value.data if isinstance(value, Variable) else value
-            current = target.data if isinstance(target, Variable) else target
-            xp = cuda.get_array_module(current)
-            value = xp.asarray(cuda.as_numpy(value) if xp is np else value)
-            if value.shape != current.shape:
-                raise ValueError(f"load_state_dict: size mismatch for {key!r}: checkpoint has "
-                                 f"shape {value.shape}, the model has {current.shape}")
-            new = value.astype(current.dtype, copy=True)
+        updates = []
+        for key, (module, name, target) in entries.items():
+            if key in state_dict:
+                updates.append((module, name, target, _converted(key, state_dict[key], target)))
+        for module, name, target, new in updates:      # checked all: now change the model
             if isinstance(target, Variable):
                 target.data = new
             else:
-                module, name = owners[key]
                 module._buffers[name] = new
         return IncompatibleKeys(missing, unexpected)
 
@@ -326,3 +327,14 @@ class Module:
         inner = "\n  ".join(([extra] if extra else []) + lines)
         return f"{head}({tag}\n  {inner}\n)"
 
+
+def _converted(key, value, target):
+    """``value`` as a new array on ``target``'s device with its dtype; shapes must match."""
+    value = value.data if isinstance(value, Variable) else value
+    current = target.data if isinstance(target, Variable) else target
+    xp = cuda.get_array_module(current)
+    value = xp.asarray(cuda.as_numpy(value) if xp is np else value)
+    if value.shape != current.shape:
+        raise ValueError(f"load_state_dict: size mismatch for {key!r}: checkpoint has "
+                         f"shape {value.shape}, the model has {current.shape}")
+    return value.astype(current.dtype, copy=True)
