@@ -126,9 +126,9 @@ class ModuleDict(_DictMixin, Module):
 class ParameterList(Module):
     """A list of Parameters registered as ``0``, ``1``, ..."""
 
-    def __init__(self, parameters=None):
+    def __init__(self, values=None):
         super().__init__()
-        for p in parameters or ():
+        for p in values or ():
             self.append(p)
 
     def append(self, p):
