@@ -29,8 +29,8 @@ def get_dot_graph(output, verbose=True):
     """The graph that produced ``output`` as Graphviz DOT text (variables and functions)."""
     if not isinstance(output, Variable):
         raise TypeError(f"get_dot_graph: expected a Variable, got {type(output).__name__}")
-    text = _var_node(output, verbose)
-    seen, funcs = set(), []
+    parts = [_var_node(output, verbose)]
+    seen, funcs = {id(output)}, []          # each node is declared once
 
     def push(f):
         if f is not None and id(f) not in seen:
@@ -40,11 +40,13 @@ def get_dot_graph(output, verbose=True):
     push(output.creator)
     while funcs:
         f = funcs.pop()
-        text += _func_node(f)
+        parts.append(_func_node(f))
         for x in f.inputs:
-            text += _var_node(x, verbose)
+            if id(x) not in seen:
+                seen.add(id(x))
+                parts.append(_var_node(x, verbose))
             push(x.creator)
-    return "digraph g {\n" + text + "}\n"
+    return "digraph g {\n" + "".join(parts) + "}\n"
 
 
 def plot_dot_graph(output, verbose=True, to_file="graph.png"):

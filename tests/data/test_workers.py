@@ -168,11 +168,9 @@ def test_worker_exception_reraised_with_traceback():
 def test_a_loop_ended_by_a_worker_error_releases_the_workers_at_once():
     gc.disable()                    # prove it needs no garbage-collection pass
     try:
-        try:
+        with pytest.raises(ValueError, match="sample 5 is corrupt"):
             for _ in DataLoader(H.FailingDataset(20, bad=5), batch_size=2, num_workers=2):
                 pass
-        except ValueError as e:
-            assert "sample 5 is corrupt" in str(e)
         assert_clean(collect=False)
     finally:
         gc.enable()
