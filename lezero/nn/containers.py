@@ -1,161 +1,267 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict.
+
+They behave as torch.nn's: integer and slice indexing with negative indices, ``insert``,
+``append``, ``extend``, ``pop`` and ``del`` (list-like containers renumber their entries
+``0, 1, ...`` afterwards, so ``state_dict`` keys stay dense), ``len``, ``in`` and
+iteration in order, and the same errors (IndexError, KeyError, TypeError).
+"""
+import operator
 from collections import OrderedDict
 
 from lezero.core import Parameter
 from lezero.nn.module import Module
 
 
-def _index(op, idx, n):
-    if not isinstance(idx, int):
-        raise TypeError(f"{op}: index must be an int or slice, got {type(idx).__name__}")
+def _position(owner, idx, n, insert=False):
+    """``idx`` as a position in [0, n) (or [0, n] when inserting), as Python lists count."""
+    try:
+        idx = operator.index(idx)
+    except TypeError:
+        raise TypeError(f"{owner}: indices must be integers or slices, got "
+                        f"{type(idx).__name__}") from None
+    if insert:
+        return min(max(idx + n if idx < 0 else idx, 0), n)
     if not -n <= idx < n:
-        raise IndexError(f"{op}: index {idx} is out of range for {n} modules")
+        raise IndexError(f"{owner}: index {idx} is out of range for {n} entries")
     return idx % n
 
 
-class Sequential(Module):
+class _ListContainer(Module):
+    """A numbered list over one registration table (``_table``): the shared mechanics of
+    Sequential, ModuleList and ParameterList.  Entries are keyed "0", "1", ... in order."""
+
+    _table = "_modules"
+
+    def _entries(self):
+        return getattr(self, self._table)
+
+    def _check(self, value):
+        """Raise TypeError unless ``value`` may be stored; overridden per container."""
+
+    def _store(self, key, value):
+        self._check(value)
+        self.add_module(key, value)
+
+    def _renumber(self, values):
+        self._entries().clear()
+        for i, value in enumerate(values):
+            self._store(str(i), value)
+
+    def __len__(self):
+        return len(self._entries())
+
+    def __iter__(self):
+        return iter(list(self._entries().values()))
+
+    def __getitem__(self, idx):
+        values = list(self._entries().values())
+        if isinstance(idx, slice):
+            return type(self)(values[idx])
+        return values[_position(type(self).__name__, idx, len(values))]
+
+    def __setitem__(self, idx, value):
+        self._store(str(_position(type(self).__name__, idx, len(self))), value)
+
+    def __delitem__(self, idx):
+        values = list(self._entries().values())
+        if isinstance(idx, slice):
+            del values[idx]
+        else:
+            del values[_position(type(self).__name__, idx, len(values))]
+        self._renumber(values)
+
+    def append(self, value):
+        """Add ``value`` at the end; returns self."""
+        self._store(str(len(self)), value)
+        return self
+
+    def extend(self, values):
+        """Append every entry of an iterable; returns self."""
+        for value in list(values):
+            self.append(value)
+        return self
+
+    def insert(self, index, value):
+        """Insert ``value`` before position ``index`` (negative counts from the end)."""
+        self._check(value)
+        values = list(self._entries().values())
+        values.insert(_position(type(self).__name__, index, len(values), insert=True), value)
+        self._renumber(values)
+
+    def pop(self, index=-1):
+        """Remove and return the entry at ``index`` (default: the last)."""
+        value = self[index]
+        del self[index]
+        return value
+
+    def __iadd__(self, other):
+        return self.extend(other)
+
+    def __add__(self, other):
+        return type(self)(list(self) + list(other))
+
+
+class Sequential(_ListContainer):
     """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``.
 
-    Also accepts one ``OrderedDict`` of named modules.
+    Also accepts one ``OrderedDict`` of named modules (their names are kept, as torch
+    keeps them; ``insert``, ``pop`` and ``del`` then renumber the entries).
     """
 
     def __init__(self, *modules):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], OrderedDict):
             for name, m in modules[0].items():
-                self.add_module(name, m)
+                self._store(name, m)
+        elif len(modules) == 1 and isinstance(modules[0], list):
+            self.extend(modules[0])            # what slicing and ``+`` build from
         else:
-            for i, m in enumerate(modules):
-                self.add_module(str(i), m)
+            self.extend(modules)
+
+    def _check(self, value):
+        if not isinstance(value, Module):
+            raise TypeError(f"Sequential: entries must be Modules, got {type(value).__name__}")
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):             # a slice keeps the entries' names
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return super().__getitem__(idx)
 
     def forward(self, x):
         for m in self._modules.values():
             x = m(x)
         return x
 
-    def __len__(self):
-        return len(self._modules)
 
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return Sequential(OrderedDict(list(self._modules.items())[idx]))
-        return list(self._modules.values())[_index("Sequential", idx, len(self))]
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-
-class ModuleList(Module):
+class ModuleList(_ListContainer):
     """A list of modules whose parameters are registered (``ModuleList([...])``)."""
 
     def __init__(self, modules=None):
         super().__init__()
-        for m in modules or ():
-            self.append(m)
+        self.extend(modules or ())
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return ModuleList(list(self._modules.values())[idx])
-        return self._modules[str(_index("ModuleList", idx, len(self)))]
-
-    def __setitem__(self, idx, module):
-        self.add_module(str(_index("ModuleList", idx, len(self))), module)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
+    def _check(self, value):
+        if not isinstance(value, Module):
+            raise TypeError(f"ModuleList: entries must be Modules, got {type(value).__name__}")
 
 
-class _DictMixin:
-    """Mapping methods over one registration table (``_table`` names it)."""
+class ParameterList(_ListContainer):
+    """A list of Parameters registered as ``0``, ``1``, ..."""
+
+    _table = "_parameters"
+
+    def __init__(self, values=None):
+        super().__init__()
+        self.extend(values or ())
+
+    def _check(self, value):
+        if not isinstance(value, Parameter):
+            raise TypeError(f"ParameterList: entries must be Parameters, got "
+                            f"{type(value).__name__}")
+
+    def _store(self, key, value):
+        self._check(value)
+        self.register_parameter(key, value)
+
+    def extra_repr(self):
+        return _parameter_lines(self._parameters)
+
+
+class _DictContainer(Module):
+    """Mapping methods over one registration table (``_table``), in insertion order."""
 
     _table = "_modules"
 
+    def _entries(self):
+        return getattr(self, self._table)
+
     def __getitem__(self, key):
-        return getattr(self, self._table)[key]
+        return self._entries()[key]
 
     def __delitem__(self, key):
-        del getattr(self, self._table)[key]
+        del self._entries()[key]
 
     def __len__(self):
-        return len(getattr(self, self._table))
+        return len(self._entries())
 
     def __iter__(self):
-        return iter(getattr(self, self._table))
+        return iter(list(self._entries()))
 
     def __contains__(self, key):
-        return key in getattr(self, self._table)
+        return key in self._entries()
 
     def keys(self):
-        return getattr(self, self._table).keys()
+        return self._entries().keys()
 
     def values(self):
-        return getattr(self, self._table).values()
+        return self._entries().values()
 
     def items(self):
-        return getattr(self, self._table).items()
+        return self._entries().items()
+
+    def get(self, key, default=None):
+        return self._entries().get(key, default)
+
+    def pop(self, key):
+        """Remove ``key`` and return its entry (KeyError when absent)."""
+        value = self._entries()[key]
+        del self._entries()[key]
+        return value
+
+    def clear(self):
+        self._entries().clear()
+
+    def update(self, entries):
+        """Set every (key, entry) of a mapping or an iterable of pairs, in order."""
+        items = entries.items() if hasattr(entries, "items") else entries
+        for key, value in items:
+            self[key] = value
 
 
-class ModuleDict(_DictMixin, Module):
+class ModuleDict(_DictContainer):
     """A dict of modules whose parameters are registered, in insertion order."""
 
     def __init__(self, modules=None):
         super().__init__()
-        for name, m in dict(modules or {}).items():
-            self[name] = m
+        if modules is not None:
+            self.update(modules)
 
     def __setitem__(self, key, module):
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict: keys must be strings, got {type(key).__name__}")
         self.add_module(key, module)
 
 
-class ParameterList(Module):
-    """A list of Parameters registered as ``0``, ``1``, ..."""
-
-    def __init__(self, values=None):
-        super().__init__()
-        for p in values or ():
-            self.append(p)
-
-    def append(self, p):
-        if not isinstance(p, Parameter):
-            raise TypeError(f"ParameterList: expected a Parameter, got {type(p).__name__}")
-        self.register_parameter(str(len(self._parameters)), p)
-        return self
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters.values())
-
-    def __getitem__(self, idx):
-        return self._parameters[str(_index("ParameterList", idx, len(self)))]
-
-
-class ParameterDict(_DictMixin, Module):
-    """A dict of Parameters, in insertion order."""
+class ParameterDict(_DictContainer):
+    """A dict of Parameters.  As in torch, a plain dict given to the constructor or to
+    ``update`` is added in sorted key order; an OrderedDict keeps its order."""
 
     _table = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
-        for k, p in dict(parameters or {}).items():
-            self[k] = p
+        if parameters is not None:
+            self.update(parameters)
+
+    def update(self, entries):
+        if hasattr(entries, "items") and not isinstance(entries, (OrderedDict,
+                                                                  ParameterDict)):
+            entries = sorted(entries.items())
+        super().update(entries)
 
     def __setitem__(self, key, p):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict: keys must be strings, got {type(key).__name__}")
         self.register_parameter(key, p)
+
+    def extra_repr(self):
+        return _parameter_lines(self._parameters)
+
+
+def _parameter_lines(parameters):
+    """torch's listing of a parameter container: one line per entry, inside the parens."""
+    lines = []
+    for key, p in parameters.items():
+        size = "x".join(map(str, p.shape))
+        lines.append(f"  ({key}): Parameter containing: [{p.dtype} of size {size}]")
+    return "\n".join(lines)

@@ -313,19 +313,22 @@ class Module:
         return ""
 
     def __repr__(self):
-        lines = []
-        for name, child in self._modules.items():
-            body = repr(child).replace("\n", "\n  ")
-            lines.append(f"({name}): {body}")
+        """torch's layout (the configuration from ``extra_repr``, then one line per
+        child), plus a ``# N params`` comment on modules that hold parameters."""
         extra = self.extra_repr()
-        head = type(self).__name__
+        extra_lines = extra.split("\n") if extra else []
+        child_lines = [f"({name}): " + repr(child).replace("\n", "\n  ")
+                       for name, child in self._modules.items()]
+        lines = extra_lines + child_lines
         own = sum(p.size for p in self._parameters.values() if p is not None)
         count = self.num_parameters()
-        tag = f"  # {count:,} params" if count and (lines or own) else ""
+        tag = f"  # {count:,} params" if count and (child_lines or own) else ""
+        head = type(self).__name__
+        if len(extra_lines) == 1 and not child_lines:
+            return f"{head}({extra_lines[0]}){tag}"
         if not lines:
-            return f"{head}({extra}){tag}"
-        inner = "\n  ".join(([extra] if extra else []) + lines)
-        return f"{head}({tag}\n  {inner}\n)"
+            return f"{head}(){tag}"
+        return f"{head}({tag}\n  " + "\n  ".join(lines) + "\n)"
 
 
 def _converted(key, value, target):
