@@ -149,3 +149,32 @@ def test_state_dict_save_load_identity(tmp_path, trees):
     for (k, a), (k2, b) in zip(ours.state_dict().items(), other.state_dict().items()):
         assert k == k2
         np.testing.assert_array_equal(a, b, err_msg=k)
+
+
+@pytest.mark.parametrize("ext", [".npz", ".safetensors", ".h5"])
+def test_property_save_load_is_the_identity(tmp_path, ext):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=15, deadline=None)
+    @given(widths=st.lists(st.integers(1, 5), min_size=2, max_size=4), seed=st.integers(0, 99),
+           bias=st.booleans())
+    def check(widths, seed, bias):
+        layers = [nn.Linear(a, b, bias=bias) for a, b in zip(widths, widths[1:])]
+        model = nn.Sequential(*layers, nn.BatchNorm1d(widths[-1]))
+        rng = np.random.default_rng(seed)
+        for p in model.parameters():
+            p.data[...] = rng.standard_normal(p.shape)
+        model[-1].running_mean[...] = rng.standard_normal(widths[-1])
+        path = tmp_path / f"m{ext}"
+        model.save(path)
+        twin = nn.Sequential(*[nn.Linear(a, b, bias=bias) for a, b in zip(widths, widths[1:])],
+                             nn.BatchNorm1d(widths[-1]))
+        twin.load(path)
+        mine, theirs = model.state_dict(), twin.state_dict()
+        assert list(mine) == list(theirs)
+        for key in mine:
+            assert mine[key].dtype == theirs[key].dtype, key
+            np.testing.assert_array_equal(mine[key], theirs[key], err_msg=key)
+
+    check()
