@@ -58,6 +58,8 @@ class Variable:
     def __init__(self, data, name=None, requires_grad=True):
         if data is not None and type(data) is not np.ndarray:
             data = as_array(data)
+        elif data is not None and data.dtype.kind not in "biufc":   # strings, objects
+            raise TypeError(f"Variable: data of dtype {data.dtype} is not numeric")
         self.data = data
         self.name = name
         self.grad = None

@@ -214,3 +214,49 @@ def test_to_gpu_and_back(xp):
     y.backward()
     x.to_cpu()
     np.testing.assert_allclose(x.grad.data, 2 * np.arange(4.0))
+
+
+@pytest.mark.parametrize("bad", [np.array(["a", "b"]), ["a", "b"], np.array([object()]),
+                                 np.array([b"x"])])
+def test_non_numeric_data_is_refused_in_every_form(bad):
+    with pytest.raises(TypeError, match="Variable: data of dtype .* is not numeric"):
+        lz.Variable(bad)
+
+
+def test_a_used_function_instance_refuses_a_second_call():
+    class Square(lz.Function):
+        def forward(self, x):
+            return x * x
+
+        def backward(self, gy):
+            return 2 * self.inputs[0] * gy
+
+    op = Square()
+    x1, x2 = lz.Variable(np.array(3.0)), lz.Variable(np.array(4.0))
+    y1 = op(x1)
+    with pytest.raises(RuntimeError, match="Square: this Function instance was already "
+                                           "called.*create a new instance"):
+        op(x2)
+    y1.backward()
+    assert x1.grad.item() == 6.0 and x2.grad is None
+    with lz.no_grad():               # an unrecorded call leaves no graph behind: reusable
+        free = Square()
+        assert free(x1).item() == 9.0 and free(x2).item() == 16.0
+
+
+def test_create_graph_accumulation_is_the_engines_own_function():
+    # The engine sums a Variable's gradients with its own Accumulate node (core does not
+    # need the operator library for that), and the sum stays differentiable.
+    x = lz.Variable(np.array(3.0))
+    y = x * x + x * x * x          # x is used by several Functions: gradients accumulate
+    (g,) = lz.grad(y, x, create_graph=True)
+    assert g.item() == 2 * 3 + 3 * 9
+    (g2,) = lz.grad(g, x)
+    assert g2.item() == 2 + 6 * 3
+    seen, stack = set(), [g.creator]
+    while stack:
+        f = stack.pop()
+        if f is not None and f not in seen:
+            seen.add(f)
+            stack.extend(v.creator for v in f.inputs)
+    assert "Accumulate" in {type(f).__name__ for f in seen}
