@@ -1,0 +1,317 @@
+"""``DynamicBatcher``: single requests in, batches through the model, single answers out.
+
+    batcher = DynamicBatcher(model, max_batch_size=32, max_delay_ms=5.0)
+    future = batcher.submit(x)          # x: one sample, without the batch axis
+    y = future.result()                 # model(stack([..., x, ...]))[i] for this x alone
+    y = await batcher.submit_async(x)   # the same from a coroutine
+    batcher.close()                     # serves what is queued, then stops
+
+Any thread may submit.  One worker thread forms the batches (see ``queues`` for the
+sending rules: full, preferred size, delay, shutdown) and calls ``fn`` on them under
+``lz.no_grad()`` and ``lz.test_mode()``, so ``fn`` itself need not be thread-safe.
+Each future is answered exactly once: with its slice of the output, with the model's
+exception if its batch failed (the other batches are not affected), with
+``RequestTimeoutError`` if it waited past its timeout, or ``BatcherClosedError`` if the
+batcher was closed without draining.  A full queue refuses at once (``QueueFullError``);
+``submit`` never blocks on the model.
+"""
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import threading
+import time
+
+from lezero import cuda
+from lezero.core import Variable, no_grad, test_mode
+from lezero.serving.errors import BatcherClosedError, QueueFullError, RequestTimeoutError
+from lezero.serving.padding import Padding, stack_samples
+from lezero.serving.queues import PendingQueue, Request
+from lezero.serving.records import BatchRecord, BatchStats
+from lezero.utils.checks import (check_array, check_callable, check_int, check_number,
+                                 check_type, is_int)
+
+__all__ = ["DynamicBatcher"]
+
+_log = logging.getLogger("lezero.serving")
+
+
+def _as_inputs(x):
+    """``(inputs, single)``: a sample as a tuple of arrays, and whether it was one array."""
+    where = "DynamicBatcher.submit"
+    if isinstance(x, (tuple, list)):
+        if not x:
+            raise ValueError(f"{where}: x is an empty {type(x).__name__}; give an array "
+                             "or a tuple of arrays (one per model input)")
+        return tuple(check_array(where, f"x[{i}]", a) for i, a in enumerate(x)), False
+    return (check_array(where, "x", x),), True
+
+
+def _batch_key(inputs, pad_axis):
+    """Requests with equal keys can be stacked (or padded) into one batch."""
+    key = []
+    for a in inputs:
+        shape = list(a.shape)
+        if pad_axis is not None:
+            shape[pad_axis] = None
+        key.append((type(a), a.dtype.str, tuple(shape)))
+    return tuple(key)
+
+
+def _split_outputs(result, n, where):
+    """The model's result as a list of batch arrays, and a function that rebuilds one
+    sample's result in the same structure (an array, a tuple or a dict)."""
+    if isinstance(result, dict):
+        keys = list(result)
+        arrays, rebuild = [result[k] for k in keys], lambda parts: dict(zip(keys, parts))
+    elif isinstance(result, (tuple, list)):
+        arrays, rebuild = list(result), tuple
+    else:
+        arrays, rebuild = [result], lambda parts: parts[0]
+    arrays = [a.data if isinstance(a, Variable) else a for a in arrays]
+    for i, a in enumerate(arrays):
+        if not isinstance(a, cuda.array_types()):
+            raise TypeError(f"{where}: fn returned {type(a).__name__} as output {i}; "
+                            "expected arrays or Variables (or a tuple/dict of them)")
+        if a.ndim == 0 or a.shape[0] != n:
+            raise ValueError(f"{where}: fn returned output {i} of shape {tuple(a.shape)} "
+                             f"for a batch of {n}; its axis 0 must be the batch axis")
+    return arrays, rebuild
+
+
+def _check_preferred(where, sizes, max_batch_size):
+    if sizes is None:
+        return ()
+    check_type(where, "preferred_batch_sizes", sizes, (list, tuple), "a list of ints")
+    for s in sizes:
+        if not is_int(s) or not 1 <= s <= max_batch_size:
+            raise ValueError(f"{where}: preferred_batch_sizes must be ints in "
+                             f"[1, max_batch_size={max_batch_size}], got {list(sizes)}")
+    return tuple(sorted(set(int(s) for s in sizes)))
+
+
+class DynamicBatcher:
+    """Merge single requests into batches for ``fn`` (see the module docstring).
+
+    fn: takes each input batch stacked on axis 0 (``fn(batch)``, ``fn(*batches)`` for
+        tuple samples, and the mask last with ``padding``) and returns a batch (an array,
+        a Variable, or a tuple/dict of them) whose axis 0 matches.
+    max_batch_size, max_delay_ms: a batch is sent when full or when its oldest request
+        has waited ``max_delay_ms`` (0: send whatever is there at once).
+    max_queue_size: waiting requests beyond which ``submit`` raises ``QueueFullError``.
+    preferred_batch_sizes: sizes sent as soon as they can be formed (Triton's knob).
+    timeout_ms: default queue timeout of a request (None: wait as long as it takes).
+    padding: a ``Padding`` for samples of different lengths (bucketing, mask, cut back).
+    on_batch: called with each ``BatchRecord`` from the worker thread (metrics).
+    record_limit: how many recent ``BatchRecord``s ``records`` keeps.
+    """
+
+    def __init__(self, fn, max_batch_size=32, max_delay_ms=5.0, max_queue_size=1024, *,
+                 preferred_batch_sizes=None, timeout_ms=None, padding=None, on_batch=None,
+                 record_limit=10000, name="batcher"):
+        where = "DynamicBatcher"
+        self.fn = check_callable(where, "fn", fn)
+        self.max_batch_size = check_int(where, "max_batch_size", max_batch_size, low=1)
+        self.max_delay_ms = check_number(where, "max_delay_ms", max_delay_ms, low=0)
+        self.max_queue_size = check_int(where, "max_queue_size", max_queue_size, low=1)
+        self.preferred_batch_sizes = _check_preferred(where, preferred_batch_sizes,
+                                                      self.max_batch_size)
+        self.timeout_ms = check_number(where, "timeout_ms", timeout_ms, low=0,
+                                       low_open=True, allow_none=True)
+        self.padding = check_type(where, "padding", padding, (Padding, type(None)),
+                                  "a serving.Padding or None")
+        self.on_batch = check_callable(where, "on_batch", on_batch, allow_none=True)
+        self.name = check_type(where, "name", name, str)
+        self._where = f"DynamicBatcher({name!r})"
+        self._queue = PendingQueue(self.max_batch_size, self.max_delay_ms / 1000.0,
+                                   self.preferred_batch_sizes)
+        self._stats = BatchStats(check_int(where, "record_limit", record_limit, low=0))
+        self._cond = threading.Condition()
+        self._seq = itertools.count()
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop, name=f"lezero-{name}",
+                                        daemon=True)
+        self._thread.start()
+
+    # ----- submitting ------------------------------------------------------------------
+    def submit(self, x, priority=0, timeout_ms=None):
+        """Queue one sample; returns a ``concurrent.futures.Future`` of its result.
+
+        ``x``: an array (or Variable) without the batch axis, or a tuple of them for a
+        model with several inputs.  ``priority``: a smaller number is served first (ties
+        by arrival).  ``timeout_ms``: drop the request with ``RequestTimeoutError`` if it
+        has not started within this time (default: the batcher's ``timeout_ms``).
+        Raises ``QueueFullError`` at once when ``max_queue_size`` requests wait."""
+        inputs, single = _as_inputs(x)
+        priority = check_int("DynamicBatcher.submit", "priority", priority)
+        timeout = self.timeout_ms if timeout_ms is None else check_number(
+            "DynamicBatcher.submit", "timeout_ms", timeout_ms, low=0, low_open=True)
+        pad = self.padding
+        length = pad.length_of(inputs) if pad is not None else None
+        key = _batch_key(inputs, None if pad is None else pad.axis) + (
+            pad.bucket_of(length) if pad is not None else 0,)
+        future = concurrent.futures.Future()
+        with self._cond:
+            if self._closing:
+                raise BatcherClosedError(f"{self._where}: closed; no new requests")
+            if self._queue.size >= self.max_queue_size:
+                self._stats.count("rejected")
+                raise QueueFullError(f"{self._where}: queue full ({self.max_queue_size} "
+                                     "requests waiting); try again later")
+            now = time.monotonic()
+            deadline = None if timeout is None else now + timeout / 1000.0
+            self._queue.push(Request(inputs, single, future, priority, next(self._seq),
+                                     now, deadline, length, key))
+            self._stats.count("submitted")
+            self._cond.notify()
+        return future
+
+    async def submit_async(self, x, priority=0, timeout_ms=None):
+        """``await`` form of ``submit``: the result itself (or the exception raised).
+        Cancelling the awaiting task cancels the request if it has not started."""
+        return await asyncio.wrap_future(self.submit(x, priority, timeout_ms))
+
+    # ----- state -----------------------------------------------------------------------
+    @property
+    def queue_length(self):
+        """Requests waiting (not counting the batch running now)."""
+        return self._queue.size
+
+    @property
+    def records(self):
+        """The most recent ``BatchRecord``s, oldest first."""
+        return list(self._stats.records)
+
+    def stats(self):
+        """Totals: ``submitted``, ``rejected`` (queue full), ``completed``, ``failed``
+        (model errors), ``expired`` (timeouts), ``cancelled``, ``pending``,
+        ``in_flight``, ``batches``, ``reasons`` (batches per reason), ``padding_waste``
+        and ``mean_batch_size``.  Every submitted request ends in exactly one of
+        completed/failed/expired/cancelled."""
+        return self._stats.snapshot(self._queue.size)
+
+    @property
+    def closed(self):
+        return self._closing
+
+    # ----- closing ---------------------------------------------------------------------
+    def close(self, drain=True, timeout=None):
+        """Refuse new requests; with ``drain`` serve every queued one first (without
+        waiting for the delay), else fail them with ``BatcherClosedError``.  Waits for
+        the worker (at most ``timeout`` seconds).  Safe to call twice."""
+        with self._cond:
+            self._closing = True
+            dropped = [] if drain else self._queue.take_all()
+            self._cond.notify_all()
+        for req in dropped:
+            self._fail(req, BatcherClosedError(f"{self._where}: closed without draining "
+                                               "before this request ran"), "cancelled")
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"DynamicBatcher({self.name!r}, max_batch_size={self.max_batch_size}, "
+                f"max_delay_ms={self.max_delay_ms:g}, queued={self.queue_length})")
+
+    # ----- the worker ------------------------------------------------------------------
+    def _fail(self, req, error, what):
+        if req.future.set_running_or_notify_cancel():
+            req.future.set_exception(error)
+            self._stats.count(what)
+        else:
+            self._stats.count("cancelled")
+
+    def _next(self):
+        """Wait for work: ``(expired, batch, reason, done)``."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                expired = self._queue.expire(now)
+                batch, reason, wake = self._queue.next_batch(now, self._closing)
+                done = batch is None and self._closing and self._queue.size == 0
+                if expired or batch or done:
+                    return expired, batch, reason, done
+                self._cond.wait(None if wake is None else max(wake - now, 0.0))
+
+    def _loop(self):
+        while True:
+            expired, batch, reason, done = self._next()
+            now = time.monotonic()
+            for req in expired:
+                waited = (now - req.arrival) * 1000.0
+                self._fail(req, RequestTimeoutError(
+                    f"{self._where}: the request waited {waited:.1f} ms in the queue, "
+                    f"past its timeout of {(req.deadline - req.arrival) * 1000:.1f} ms"),
+                    "expired")
+            if batch:
+                self._run_batch(batch, reason)
+            if done:
+                return
+
+    def _run_batch(self, batch, reason):
+        live = [r for r in batch if r.future.set_running_or_notify_cancel()]
+        if len(live) < len(batch):
+            self._stats.count("cancelled", len(batch) - len(live))
+        if not live:
+            return
+        start = time.monotonic()
+        error, results, padded = None, None, 0
+        try:
+            results, padded = self._compute(live)
+        except Exception as exc:        # the model's error fails this batch only
+            error = exc
+        end = time.monotonic()
+        real = sum(r.length for r in live) if padded else len(live)
+        record = BatchRecord(
+            index=self._stats.counts["batches"], size=len(live), reason=reason,
+            bucket=live[0].key[-1], padded_length=padded, real_positions=real,
+            padded_positions=padded * len(live) if padded else len(live),
+            max_wait_ms=(start - min(r.arrival for r in live)) * 1000.0,
+            run_ms=(end - start) * 1000.0,
+            error=None if error is None else f"{type(error).__name__}: {error}")
+        self._stats.add(record)
+        self._notify(record)
+        if error is not None:
+            for r in live:
+                r.future.set_exception(error)
+            self._stats.count("failed", len(live))
+        else:
+            for r, res in zip(live, results):
+                r.future.set_result(res)
+            self._stats.count("completed", len(live))
+
+    def _notify(self, record):
+        if self.on_batch is None:
+            return
+        try:
+            self.on_batch(record)
+        except Exception:               # a broken metrics hook must not stop serving
+            _log.exception("%s: on_batch raised", self._where)
+
+    def _compute(self, reqs):
+        """Run ``fn`` on the requests' batch; returns (per-request results, padded
+        length or 0)."""
+        per_input = [[r.inputs[i] for r in reqs] for i in range(len(reqs[0].inputs))]
+        pad, padded, extra = self.padding, 0, []
+        if pad is None:
+            batches = [stack_samples(s) for s in per_input]
+        else:
+            batches, mask, padded = pad.collate(per_input, [r.length for r in reqs],
+                                                reqs[0].key[-1])
+            extra = [mask] if pad.pass_mask else []
+        with no_grad(), test_mode():
+            result = self.fn(*batches, *extra)
+        arrays, rebuild = _split_outputs(result, len(reqs), self._where)
+        results = []
+        for i, r in enumerate(reqs):
+            parts = [a[i] for a in arrays]
+            if padded:
+                parts = [pad.unpad(j, p, r.length, padded) for j, p in enumerate(parts)]
+            results.append(rebuild([p.copy() for p in parts]))
+        return results, padded
