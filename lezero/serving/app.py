@@ -127,6 +127,9 @@ def _request_options(params):
 
 async def _run(batcher, samples, priority, timeout_ms):
     """Submit every row; a refusal part-way cancels the rows already queued."""
+    if len(samples) > batcher.max_queue_size:
+        raise ProtocolError(f"the request has {len(samples)} rows, more than the queue "
+                            f"holds ({batcher.max_queue_size}); send smaller batches")
     futures = []
     try:
         for sample in samples:

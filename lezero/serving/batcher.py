@@ -126,7 +126,10 @@ class DynamicBatcher:
         self._queue = PendingQueue(self.max_batch_size, self.max_delay_ms / 1000.0,
                                    self.preferred_batch_sizes)
         self._stats = BatchStats(check_int(where, "record_limit", record_limit, low=0))
-        self._cond = threading.Condition()
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)        # wakes the worker
+        self._timer = threading.Condition(lock)       # wakes the reaper of timeouts
+        self._reaper = None
         self._seq = itertools.count()
         self._closing = False
         self._thread = threading.Thread(target=self._loop, name=f"lezero-{name}",
@@ -164,7 +167,18 @@ class DynamicBatcher:
                                      now, deadline, length, key))
             self._stats.count("submitted")
             self._cond.notify()
+            if deadline is not None:
+                self._start_reaper()
+                self._timer.notify()
         return future
+
+    def _start_reaper(self):
+        """The thread that expires requests on time even while the model runs
+        (started with the first request that has a timeout)."""
+        if self._reaper is None:
+            self._reaper = threading.Thread(target=self._reap, daemon=True,
+                                            name=f"lezero-{self.name}-timeouts")
+            self._reaper.start()
 
     async def submit_async(self, x, priority=0, timeout_ms=None):
         """``await`` form of ``submit``: the result itself (or the exception raised).
@@ -203,11 +217,14 @@ class DynamicBatcher:
             self._closing = True
             dropped = [] if drain else self._queue.take_all()
             self._cond.notify_all()
+            self._timer.notify_all()
         for req in dropped:
             self._fail(req, BatcherClosedError(f"{self._where}: closed without draining "
                                                "before this request ran"), "cancelled")
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
+        if self._reaper is not None:
+            self._reaper.join(timeout)
 
     def __enter__(self):
         return self
@@ -239,20 +256,39 @@ class DynamicBatcher:
                     return expired, batch, reason, done
                 self._cond.wait(None if wake is None else max(wake - now, 0.0))
 
+    def _expire(self, expired):
+        now = time.monotonic()
+        for req in expired:
+            waited = (now - req.arrival) * 1000.0
+            self._fail(req, RequestTimeoutError(
+                f"{self._where}: the request waited {waited:.1f} ms in the queue, "
+                f"past its timeout of {(req.deadline - req.arrival) * 1000:.1f} ms"),
+                "expired")
+
     def _loop(self):
         while True:
             expired, batch, reason, done = self._next()
-            now = time.monotonic()
-            for req in expired:
-                waited = (now - req.arrival) * 1000.0
-                self._fail(req, RequestTimeoutError(
-                    f"{self._where}: the request waited {waited:.1f} ms in the queue, "
-                    f"past its timeout of {(req.deadline - req.arrival) * 1000:.1f} ms"),
-                    "expired")
+            self._expire(expired)
             if batch:
                 self._run_batch(batch, reason)
             if done:
+                with self._timer:
+                    self._timer.notify_all()    # let the reaper see the end
                 return
+
+    def _reap(self):
+        while True:
+            with self._timer:
+                while True:
+                    now = time.monotonic()
+                    expired = self._queue.expire(now)
+                    if expired or (self._closing and self._queue.size == 0):
+                        break
+                    deadline = self._queue.next_deadline()
+                    self._timer.wait(None if deadline is None else max(deadline - now, 0))
+            if not expired:
+                return
+            self._expire(expired)
 
     def _run_batch(self, batch, reason):
         live = [r for r in batch if r.future.set_running_or_notify_cancel()]

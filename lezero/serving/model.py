@@ -21,7 +21,7 @@ from lezero import cuda
 from lezero.core import no_grad, test_mode
 from lezero.serving.batcher import DynamicBatcher, _split_outputs
 from lezero.serving.protocol import ProtocolError, datatype_of, numpy_dtype
-from lezero.utils.checks import check_callable, check_type
+from lezero.utils.checks import check_bool, check_callable, check_type
 
 __all__ = ["TensorSpec", "ServedModel"]
 
@@ -87,12 +87,13 @@ class ServedModel:
 
     model: an ``nn.Module`` (put in eval mode) or any callable taking batches.
     inputs, outputs: tensor specs (see above); ``version``/``platform`` for metadata.
+    warmup: run the model once on zeros at ``start`` when the input shapes are fixed.
     The batcher settings (``max_batch_size``, ``max_delay_ms``, ``max_queue_size``,
     ``preferred_batch_sizes``, ``timeout_ms``, ``padding``) default to the server's.
     """
 
     def __init__(self, model, inputs=None, outputs=None, *, version="1", platform=None,
-                 **batcher_options):
+                 warmup=True, **batcher_options):
         from lezero import nn
         self.model = check_callable("ServedModel", "model", model)
         if isinstance(model, nn.Module):
@@ -102,6 +103,7 @@ class ServedModel:
         self.version = check_type("ServedModel", "version", version, str)
         self.platform = platform or ("lezero" if isinstance(model, nn.Module) else
                                      type(model).__name__.lower())
+        self.warmup_on_start = check_bool("ServedModel", "warmup", warmup)
         self.options = batcher_options
         self.batcher = None
 
@@ -110,7 +112,8 @@ class ServedModel:
         """Warm up (when the inputs are fully known) and start the batcher."""
         if self.batcher is not None and not self.batcher.closed:
             return self
-        self.warmup()
+        if self.warmup_on_start:
+            self.warmup()
         options = dict(defaults, **{k: v for k, v in self.options.items() if v is not None})
         self.batcher = DynamicBatcher(self.model, on_batch=on_batch, name=name, **options)
         return self

@@ -148,8 +148,13 @@ class PendingQueue:
             batch = self.groups[key].pop(take)
             self._forget(key, len(batch))
             return batch, why, None
+        deadline = self.next_deadline()
+        if deadline is not None and (wake_at is None or deadline < wake_at):
+            wake_at = deadline
+        return None, None, wake_at
+
+    def next_deadline(self):
+        """The earliest deadline of a waiting request (None when none has one)."""
         while self._deadlines and not self._deadlines[0][2].waiting:
             heapq.heappop(self._deadlines)
-        if self._deadlines and (wake_at is None or self._deadlines[0][0] < wake_at):
-            wake_at = self._deadlines[0][0]
-        return None, None, wake_at
+        return self._deadlines[0][0] if self._deadlines else None
