@@ -18,7 +18,6 @@ for an unknown ``Content-Encoding``, 503 when the queue is full (with ``Retry-Af
 or the server is shutting down, 504 when a request timed out in the queue, 500 when the
 model failed otherwise.  Nothing a client sends escapes as an unhandled exception.
 """
-import asyncio
 import logging
 import time
 import zlib
@@ -126,19 +125,11 @@ def _request_options(params):
 
 
 async def _run(batcher, samples, priority, timeout_ms):
-    """Submit every row; a refusal part-way cancels the rows already queued."""
+    """Every row through the batcher (admitted all or none)."""
     if len(samples) > batcher.max_queue_size:
         raise ProtocolError(f"the request has {len(samples)} rows, more than the queue "
                             f"holds ({batcher.max_queue_size}); send smaller batches")
-    futures = []
-    try:
-        for sample in samples:
-            futures.append(batcher.submit(sample, priority=priority, timeout_ms=timeout_ms))
-    except ServingError:
-        for f in futures:
-            f.cancel()
-        raise
-    return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+    return await batcher.submit_many_async(samples, priority, timeout_ms)
 
 
 def _select(outputs, request):
@@ -228,16 +219,17 @@ def create_app(state):
         return PlainTextResponse(state.metrics.render(queues),
                                  media_type="text/plain; version=0.0.4")
 
-    routes = [Route("/v2", handler(server_metadata)),
+    routes = []
+    for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
+        routes += [Route(base + "/infer", handler(_infer), methods=["POST"]),  # first: hot
+                   Route(base, handler(model_metadata)),
+                   Route(base + "/ready", handler(model_ready)),
+                   Route(base + "/config", handler(model_config))]
+    routes += [Route("/v2", handler(server_metadata)),
               Route("/v2/health/live", handler(live)),
               Route("/v2/health/ready", handler(ready)),
               Route("/v2/repository/index", handler(repository_index), methods=["POST"]),
               Route("/metrics", handler(metrics))]
-    for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
-        routes += [Route(base, handler(model_metadata)),
-                   Route(base + "/ready", handler(model_ready)),
-                   Route(base + "/config", handler(model_config)),
-                   Route(base + "/infer", handler(_infer), methods=["POST"])]
 
     async def http_error(request, exc):
         return _error(exc.detail, exc.status_code)

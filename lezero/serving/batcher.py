@@ -24,6 +24,7 @@ import time
 
 from lezero import cuda
 from lezero.core import Variable, no_grad, test_mode
+from lezero.serving.delivery import deliver
 from lezero.serving.errors import BatcherClosedError, QueueFullError, RequestTimeoutError
 from lezero.serving.padding import Padding, stack_samples
 from lezero.serving.queues import PendingQueue, Request
@@ -37,14 +38,14 @@ _log = logging.getLogger("lezero.serving")
 
 
 def _as_inputs(x):
-    """``(inputs, single)``: a sample as a tuple of arrays, and whether it was one array."""
+    """A sample as a tuple of arrays (one per model input)."""
     where = "DynamicBatcher.submit"
     if isinstance(x, (tuple, list)):
         if not x:
             raise ValueError(f"{where}: x is an empty {type(x).__name__}; give an array "
                              "or a tuple of arrays (one per model input)")
-        return tuple(check_array(where, f"x[{i}]", a) for i, a in enumerate(x)), False
-    return (check_array(where, "x", x),), True
+        return tuple(check_array(where, f"x[{i}]", a) for i, a in enumerate(x))
+    return (check_array(where, "x", x),)
 
 
 def _batch_key(inputs, pad_axis):
@@ -145,7 +146,32 @@ class DynamicBatcher:
         by arrival).  ``timeout_ms``: drop the request with ``RequestTimeoutError`` if it
         has not started within this time (default: the batcher's ``timeout_ms``).
         Raises ``QueueFullError`` at once when ``max_queue_size`` requests wait."""
-        inputs, single = _as_inputs(x)
+        return self._enqueue([self._prepare(x, priority, timeout_ms)])[0]
+
+    async def submit_async(self, x, priority=0, timeout_ms=None):
+        """``await`` form of ``submit``: the result itself (or the exception raised).
+        Cancelling the awaiting task cancels the request if it has not started."""
+        return (await self.submit_many_async([x], priority, timeout_ms))[0]
+
+    async def submit_many_async(self, xs, priority=0, timeout_ms=None):
+        """Several samples (one request's rows), admitted all or none; returns their
+        results in order.  The first failure is raised and the rest withdrawn.  A
+        batch's answers reach the event loop in one wake-up (see ``delivery``)."""
+        prepared = [self._prepare(x, priority, timeout_ms) for x in xs]
+        loop = asyncio.get_running_loop()
+        waiters = [(loop, loop.create_future()) for _ in prepared]
+        futures = self._enqueue(prepared, waiters)
+        try:
+            return [await w for _, w in waiters]
+        except BaseException:
+            for f, (_, w) in zip(futures, waiters):
+                f.cancel()                  # withdrawn if still queued
+                w.cancel()                  # and nobody waits for its answer
+            raise
+
+    def _prepare(self, x, priority, timeout_ms):
+        """One sample checked: ``(inputs, priority, timeout, length, key)``."""
+        inputs = _as_inputs(x)
         priority = check_int("DynamicBatcher.submit", "priority", priority)
         timeout = self.timeout_ms if timeout_ms is None else check_number(
             "DynamicBatcher.submit", "timeout_ms", timeout_ms, low=0, low_open=True)
@@ -153,24 +179,32 @@ class DynamicBatcher:
         length = pad.length_of(inputs) if pad is not None else None
         key = _batch_key(inputs, None if pad is None else pad.axis) + (
             pad.bucket_of(length) if pad is not None else 0,)
-        future = concurrent.futures.Future()
+        return inputs, priority, timeout, length, key
+
+    def _enqueue(self, prepared, waiters=None):
+        """Queue checked samples, all or none; returns their futures."""
+        futures = [concurrent.futures.Future() for _ in prepared]
         with self._cond:
             if self._closing:
                 raise BatcherClosedError(f"{self._where}: closed; no new requests")
-            if self._queue.size >= self.max_queue_size:
-                self._stats.count("rejected")
+            if self._queue.size + len(prepared) > self.max_queue_size:
+                self._stats.count("rejected", len(prepared))
                 raise QueueFullError(f"{self._where}: queue full ({self.max_queue_size} "
                                      "requests waiting); try again later")
-            now = time.monotonic()
-            deadline = None if timeout is None else now + timeout / 1000.0
-            self._queue.push(Request(inputs, single, future, priority, next(self._seq),
-                                     now, deadline, length, key))
-            self._stats.count("submitted")
-            self._cond.notify()
-            if deadline is not None:
+            now, wake, timed = time.monotonic(), False, False
+            for i, (inputs, priority, timeout, length, key) in enumerate(prepared):
+                deadline = None if timeout is None else now + timeout / 1000.0
+                wake |= self._queue.push(Request(
+                    inputs, futures[i], priority, next(self._seq), now, deadline, length,
+                    key, None if waiters is None else waiters[i]))
+                timed |= deadline is not None
+            self._stats.count("submitted", len(prepared))
+            if wake:                        # only when the worker has a new decision
+                self._cond.notify()
+            if timed:
                 self._start_reaper()
                 self._timer.notify()
-        return future
+        return futures
 
     def _start_reaper(self):
         """The thread that expires requests on time even while the model runs
@@ -179,11 +213,6 @@ class DynamicBatcher:
             self._reaper = threading.Thread(target=self._reap, daemon=True,
                                             name=f"lezero-{self.name}-timeouts")
             self._reaper.start()
-
-    async def submit_async(self, x, priority=0, timeout_ms=None):
-        """``await`` form of ``submit``: the result itself (or the exception raised).
-        Cancelling the awaiting task cancels the request if it has not started."""
-        return await asyncio.wrap_future(self.submit(x, priority, timeout_ms))
 
     # ----- state -----------------------------------------------------------------------
     @property
@@ -240,6 +269,7 @@ class DynamicBatcher:
     def _fail(self, req, error, what):
         if req.future.set_running_or_notify_cancel():
             req.future.set_exception(error)
+            deliver([req], error=error)
             self._stats.count(what)
         else:
             self._stats.count("cancelled")
@@ -316,10 +346,12 @@ class DynamicBatcher:
         if error is not None:
             for r in live:
                 r.future.set_exception(error)
+            deliver(live, error=error)
             self._stats.count("failed", len(live))
         else:
             for r, res in zip(live, results):
                 r.future.set_result(res)
+            deliver(live, results)
             self._stats.count("completed", len(live))
 
     def _notify(self, record):

@@ -14,6 +14,7 @@ Everything a client can get wrong raises ``ProtocolError`` (an HTTP 400) naming 
 input and what was wrong.
 """
 import dataclasses
+import functools
 import json
 import math
 import struct
@@ -58,7 +59,11 @@ def numpy_dtype(datatype):
 
 def datatype_of(dtype):
     """The protocol datatype name of a NumPy dtype (strings and bytes are ``BYTES``)."""
-    dtype = np.dtype(dtype)
+    return _datatype_of(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def _datatype_of(dtype):
     if dtype.kind in "OSU":
         return "BYTES"
     name = _BY_DTYPE.get(dtype.name)
@@ -143,7 +148,11 @@ def _binary_tensor(buffer, offset, size, name, datatype, dtype, shape):
     if size != expected:
         raise ProtocolError(f"input {name!r}: shape {list(shape)} of {datatype} needs "
                             f"{expected} bytes, got binary_data_size {size}")
-    return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
+    wire = dtype.newbyteorder("<")
+    arr = np.frombuffer(raw, dtype=wire)     # a read-only view of the body: the batcher
+    if wire != dtype:                        # stacks (copies) it anyway
+        arr = arr.astype(dtype)
+    return arr.reshape(shape)
 
 
 def _parse_inputs(specs, buffer):

@@ -23,14 +23,15 @@ __all__ = ["Request", "PendingQueue"]
 class Request:
     """One submitted sample on its way through the batcher."""
 
-    __slots__ = ("inputs", "single", "future", "priority", "seq", "arrival", "deadline",
-                 "length", "key", "waiting")
+    __slots__ = ("inputs", "future", "priority", "seq", "arrival", "deadline", "length",
+                 "key", "waiter", "waiting")
 
-    def __init__(self, inputs, single, future, priority, seq, arrival, deadline, length,
-                 key):
-        self.inputs, self.single, self.future = inputs, single, future
-        self.priority, self.seq, self.arrival = priority, seq, arrival
-        self.deadline, self.length, self.key = deadline, length, key
+    def __init__(self, inputs, future, priority, seq, arrival, deadline, length, key,
+                 waiter=None):
+        self.inputs, self.future, self.priority = inputs, future, priority
+        self.seq, self.arrival, self.deadline = seq, arrival, deadline
+        self.length, self.key = length, key
+        self.waiter = waiter         # (event loop, asyncio future) for submit_async
         self.waiting = True          # False once taken into a batch, expired or cancelled
 
 
@@ -81,6 +82,8 @@ class PendingQueue:
         self._deadlines = []                       # heap of (deadline, seq, request)
 
     def push(self, req):
+        """Queue a request; True when the worker must re-decide (a new group, with a
+        delay of its own, or a group that just became ready)."""
         group = self.groups.get(req.key)
         if group is None:
             group = self.groups[req.key] = _Group()
@@ -88,6 +91,8 @@ class PendingQueue:
         self.size += 1
         if req.deadline is not None:
             heapq.heappush(self._deadlines, (req.deadline, req.seq, req))
+        n = group.count
+        return n == 1 or n >= self.max_batch_size or n in self.preferred
 
     def _forget(self, key, n):
         self.size -= n

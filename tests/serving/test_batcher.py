@@ -230,6 +230,46 @@ def test_submit_async_awaits_the_result():
     assert [r.reason for r in b.records] == ["full", "full"]
 
 
+def test_submit_many_async_admits_all_rows_or_none():
+    fn = Gated()
+
+    async def main(b):
+        first = asyncio.ensure_future(b.submit_async(sample(-1)))
+        while not fn.started.is_set():
+            await asyncio.sleep(0.001)
+        with pytest.raises(QueueFullError):
+            await b.submit_many_async([sample(i) for i in range(4)])
+        assert b.queue_length == 0                      # none of the four was queued
+        rows = asyncio.ensure_future(b.submit_many_async([sample(i) for i in range(3)]))
+        await asyncio.sleep(0.01)
+        fn.release.set()
+        return await first, await rows
+
+    with DynamicBatcher(fn, max_batch_size=4, max_delay_ms=0, max_queue_size=3) as b:
+        first, rows = asyncio.run(main(b))
+    assert first[0] == -10 and [float(r[0]) for r in rows] == [0, 10, 20]
+    assert b.stats()["rejected"] == 4
+
+
+def test_cancelling_an_awaiting_task_withdraws_its_request():
+    fn = Gated()
+
+    async def main(b):
+        b.submit(sample(0))
+        while not fn.started.is_set():
+            await asyncio.sleep(0.001)
+        task = asyncio.ensure_future(b.submit_async(sample(1)))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        fn.release.set()
+
+    with DynamicBatcher(fn, max_batch_size=4, max_delay_ms=0) as b:
+        asyncio.run(main(b))
+    assert b.stats()["cancelled"] == 1 and len(fn.batches) == 1
+
+
 def test_tuple_inputs_and_dict_outputs():
     def fn(a, b):
         return {"sum": a + b, "prod": a * b}
