@@ -21,7 +21,7 @@ import bisect
 from lezero import cuda
 from lezero.utils.checks import check_bool, check_int, check_number, check_type, is_int
 
-__all__ = ["Padding", "stack_samples", "pad_samples", "padding_waste"]
+__all__ = ["Padding", "stack_samples", "pad_samples"]
 
 
 def stack_samples(samples):
@@ -45,12 +45,6 @@ def pad_samples(samples, axis, length, value=0):
         batch[index] = s
         mask[i, :n] = True
     return batch, mask
-
-
-def padding_waste(lengths, padded_length):
-    """The fraction of a padded batch's positions that are padding."""
-    total = len(lengths) * padded_length
-    return 0.0 if total == 0 else 1.0 - sum(lengths) / total
 
 
 class Padding:

@@ -5,7 +5,7 @@ import pytest
 import lezero as lz
 from lezero import nn
 from lezero.serving import DynamicBatcher, Padding
-from lezero.serving.padding import pad_samples, padding_waste
+from lezero.serving.padding import pad_samples
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -28,11 +28,6 @@ def test_padding_along_a_later_axis():
     batch, mask = pad_samples([a, b], axis=1, length=5)
     assert batch.shape == (2, 2, 5) and batch[0, :, 3:].sum() == 0
     assert mask.sum(axis=1).tolist() == [3, 5]
-
-
-def test_padding_waste():
-    assert padding_waste([2, 4], 4) == pytest.approx(0.25)
-    assert padding_waste([], 4) == 0.0
 
 
 def test_model_receives_the_mask_and_results_are_cut_back():
