@@ -11,9 +11,9 @@ with binary tensors and a unique id, bounded by a request count and a time cap p
 point.  Batched and unbatched runs alternate at each concurrency, so both meet the same
 machine load.  Reported per point: requests/s, p50/p95/p99 latency, and the ratios
 batched/unbatched (target, issue 16: >= 3x throughput at <= 1.1x p95 where batching
-helps).  The variable-length part serves an LSTM classifier on sequences of 4..128
-steps, padded to the longest in each batch vs. grouped in length buckets: padding waste
-(from the server's metrics) and throughput.  Every request is accounted for: sent = ok,
+helps).  The variable-length part serves a Transformer-encoder classifier on sequences
+of 4..128 steps, padded to the longest in each batch vs. grouped in length buckets:
+padding waste (from the server's metrics) and throughput.  Every request is accounted for: sent = ok,
 no loss, no duplicate, no answer with another request's id or a wrong value.
 
 PyTorch has no in-process server to compare with, so there is no torch column.
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 CONCURRENCY = (1, 4, 16, 64)
-LSTM_LENGTHS = (4, 128)
+SEQ_LENGTHS = (4, 128)
 BUCKETS = [8, 16, 32, 64, 128]
 WIDTH = int(os.environ.get("BENCH_MLP_WIDTH", 4096))   # hidden width of the MLP
 
@@ -42,18 +42,20 @@ def build_models():
     import lezero.functions as F
     from lezero import nn
 
-    class LSTMClassifier(nn.Module):
-        """Reads a (T, 16) sequence; classifies from the state at its last real step."""
+    class SequenceClassifier(nn.Module):
+        """A 2-layer Transformer encoder over a (T, 64) sequence, mean-pooled over the
+        real positions (the mask), then a linear head: padding cannot change it."""
 
         def __init__(self):
             super().__init__()
-            self.lstm = nn.LSTM(16, 64, batch_first=True)
+            layer = nn.TransformerEncoderLayer(64, 4, 256, dropout=0.0, batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, 2)
             self.head = nn.Linear(64, 10)
 
         def forward(self, x, mask):
-            out = self.lstm(x)[0]
-            last = mask.sum(axis=1) - 1
-            return self.head(F.get_item(out, (np.arange(len(last)), last)))
+            h = self.encoder(x, src_key_padding_mask=~mask)
+            weights = mask[:, :, None].astype(np.float32)
+            return self.head((h * weights).sum(axis=1) / weights.sum(axis=1))
 
     lz.manual_seed(0)
     mlp = nn.Sequential(nn.Linear(784, WIDTH), nn.ReLU(), nn.Linear(WIDTH, WIDTH), nn.ReLU(),
@@ -64,7 +66,7 @@ def build_models():
         nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
         nn.Flatten(), nn.Linear(32 * 3 * 3, 256), nn.ReLU(), nn.Linear(256, 10))
     return {"mlp": (mlp, [784]), "cnn": (cnn, [1, 28, 28]),
-            "lstm": (LSTMClassifier(), [-1, 16])}
+            "seq": (SequenceClassifier(), [-1, 64])}
 
 
 def serve(threads):
@@ -77,9 +79,9 @@ def serve(threads):
     served = {}
     for name, (model, shape) in build_models().items():
         spec = [("input__0", "FP32", shape)]
-        if name == "lstm":
+        if name == "seq":
             for mode, buckets in (("pad", None), ("bucket", BUCKETS)):
-                served[f"lstm_{mode}"] = ServedModel(
+                served[f"seq_{mode}"] = ServedModel(
                     model, spec, max_batch_size=32, max_delay_ms=2,
                     padding=Padding(axis=0, buckets=buckets, unpad_axis=None))
             continue
@@ -93,9 +95,9 @@ def serve(threads):
 # ----- the load side -----------------------------------------------------------------
 def samples_for(name, n=32, seed=0):
     rng = np.random.default_rng(seed)
-    if name == "lstm":
-        lengths = np.clip(rng.lognormal(2.8, 0.9, n).astype(int), *LSTM_LENGTHS)
-        return [{"input__0": rng.standard_normal((1, t, 16)).astype(np.float32)}
+    if name == "seq":
+        lengths = np.clip(rng.lognormal(2.8, 0.9, n).astype(int), *SEQ_LENGTHS)
+        return [{"input__0": rng.standard_normal((1, t, 64)).astype(np.float32)}
                 for t in lengths]
     shape = {"mlp": (1, 784), "cnn": (1, 1, 28, 28)}[name]
     return [{"input__0": rng.random(shape, dtype=np.float32)} for _ in range(n)]
@@ -170,19 +172,19 @@ def batching_table(url, pid, name, args, totals, rows):
 
 
 def bucketing_table(url, pid, args, totals, rows):
-    print(f"\n== LSTM classifier, sequences of {LSTM_LENGTHS[0]}..{LSTM_LENGTHS[1]} steps "
-          f"(lognormal), C={args.lstm_concurrency}: pad to the batch's longest vs "
-          f"length buckets {BUCKETS}")
+    print(f"\n== Transformer encoder classifier, sequences of {SEQ_LENGTHS[0]}.."
+          f"{SEQ_LENGTHS[1]} steps (lognormal), C={args.seq_concurrency}: pad to the "
+          f"batch's longest vs length buckets {BUCKETS}")
     print(f"{'mode':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'padding waste':>14}"
           f" {'mean batch':>11}")
-    samples, check = samples_for("lstm", n=64), Checker(64)
+    samples, check = samples_for("seq", n=64), Checker(64)
     results = {}
     for mode in ("pad", "bucket") * args.rounds:
-        model = f"lstm_{mode}"
+        model = f"seq_{mode}"
         real0 = metric(url, "lezero_padding_positions_total", f'model="{model}",kind="real"')
         pad0 = metric(url, "lezero_padding_positions_total", f'model="{model}",kind="padded"')
         n0 = metric(url, "lezero_batch_size_count", f'model="{model}"')
-        r, _ = drive(url, model, samples, check, args.lstm_concurrency, args.requests,
+        r, _ = drive(url, model, samples, check, args.seq_concurrency, args.requests,
                      args.time_limit, pid, totals)
         real = metric(url, "lezero_padding_positions_total",
                       f'model="{model}",kind="real"') - real0
@@ -197,7 +199,7 @@ def bucketing_table(url, pid, args, totals, rows):
     ratio = max(x[0].throughput for x in results["bucket"]) / \
         max(x[0].throughput for x in results["pad"])
     print(f"   bucketing / padding to the longest: {ratio:.2f}x throughput")
-    rows.append({"model": "lstm", "bucket_over_pad": round(ratio, 2)})
+    rows.append({"model": "seq", "bucket_over_pad": round(ratio, 2)})
 
 
 def main():
@@ -209,9 +211,9 @@ def main():
     p.add_argument("--requests", type=int, default=1500, help="requests per point (cap)")
     p.add_argument("--time-limit", type=float, default=6.0, help="seconds per point (cap)")
     p.add_argument("--rounds", type=int, default=1, help="alternating rounds per point")
-    p.add_argument("--models", nargs="+", default=["mlp", "cnn", "lstm"])
+    p.add_argument("--models", nargs="+", default=["mlp", "cnn", "seq"])
     p.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
-    p.add_argument("--lstm-concurrency", type=int, default=32)
+    p.add_argument("--seq-concurrency", type=int, default=64)
     p.add_argument("--json", help="also write the ratios to this file")
     args = p.parse_args()
     if args.serve:
@@ -230,7 +232,7 @@ def main():
               f"machine load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         totals, rows, t0 = {}, [], time.perf_counter()
         for name in args.models:
-            if name == "lstm":
+            if name == "seq":
                 bucketing_table(url, child.pid, args, totals, rows)
             else:
                 batching_table(url, child.pid, name, args, totals, rows)

@@ -16,6 +16,7 @@ import asyncio
 import collections
 import dataclasses
 import json
+import threading
 import time
 import urllib.parse
 
@@ -160,6 +161,28 @@ async def _connection(run, host, port):
         writer.close()
 
 
+def _run_to_completion(coroutine_fn):
+    """``asyncio.run``, in a helper thread when this thread already runs a loop (a
+    Jupyter kernel does)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine_fn())
+    box = {}
+
+    def target():
+        try:
+            box["value"] = asyncio.run(coroutine_fn())
+        except BaseException as exc:    # noqa: BLE001 -- re-raised in the caller
+            box["error"] = exc
+    thread = threading.Thread(target=target, name="lezero-loadgen")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 def run_load(url, model, samples, concurrency=8, requests=1000, time_limit=10.0,
              check=None):
     """Drive ``model`` at ``url`` (see the module docstring); returns a ``LoadResult``.
@@ -187,7 +210,7 @@ def run_load(url, model, samples, concurrency=8, requests=1000, time_limit=10.0,
                                for _ in range(concurrency)))
         return run, time.perf_counter() - start
 
-    run, seconds = asyncio.run(main())
+    run, seconds = _run_to_completion(main)
     ok = sum(run.answers.values())
     duplicates = sum(n - 1 for n in run.answers.values() if n > 1)
     answered = ok + sum(n for k, n in run.errors.items() if isinstance(k, int))

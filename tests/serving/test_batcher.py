@@ -96,6 +96,19 @@ def test_smaller_priority_number_is_served_first():
     assert [float(x[0, 0]) for x in fn.batches[1:]] == [100, 50, 0, 1, 2]
 
 
+def test_priority_also_decides_between_groups_of_different_shapes():
+    fn = Gated()
+    with DynamicBatcher(fn, max_batch_size=2, max_delay_ms=0) as b:
+        b.submit(sample(-1))
+        assert fn.started.wait(5)
+        slow = [b.submit(np.zeros(3, np.float32), priority=3) for _ in range(2)]
+        urgent = b.submit(np.zeros(5, np.float32), priority=1)
+        fn.release.set()
+        for f in slow + [urgent]:
+            f.result(5)
+    assert [x.shape for x in fn.batches[1:]] == [(1, 5), (2, 3)]
+
+
 def test_request_timing_out_in_the_queue_gets_a_timeout_error_and_others_proceed():
     fn = Gated()
     with DynamicBatcher(fn, max_batch_size=4, max_delay_ms=0) as b:

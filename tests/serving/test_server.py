@@ -359,3 +359,10 @@ def test_command_line_reports_bad_arguments(tmp_path):
                            f"m={tmp_path / 'missing.npz'}"], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=root), timeout=60)
     assert proc.returncode == 2 and "does not exist" in proc.stderr
+
+
+def test_triton_priority_and_timeout_parameters_map_to_the_batcher():
+    from lezero.serving.app import _request_options
+    assert _request_options({}) == (0, None)
+    assert _request_options({"priority": 1}) == (0, None)      # the default ranks with 1
+    assert _request_options({"priority": 3, "timeout": 50_000}) == (2, 50.0)   # us -> ms
