@@ -82,6 +82,18 @@ def guess_input(model):
     return unknown
 
 
+def _on_device(module):
+    """The module, or for one whose parameters live on the GPU a function that moves
+    each (NumPy) input batch there first; answers come back through ``join``."""
+    first = next(iter(module.parameters()), None)
+    if first is None or cuda.get_array_module(first.data) is np:
+        return module
+
+    def on_gpu(*batches):
+        return module(*(cuda.as_cupy(b) for b in batches))
+    return on_gpu
+
+
 class ServedModel:
     """A model as the server serves it (see the module docstring).
 
@@ -96,8 +108,10 @@ class ServedModel:
                  warmup=True, **batcher_options):
         from lezero import nn
         self.model = check_callable("ServedModel", "model", model)
+        self.fn = model
         if isinstance(model, nn.Module):
             model.eval()
+            self.fn = _on_device(model)
         self.inputs = _as_specs(inputs, "inputs") or [guess_input(model)]
         self.outputs = _as_specs(outputs, "outputs")
         self.version = check_type("ServedModel", "version", version, str)
@@ -115,7 +129,7 @@ class ServedModel:
         if self.warmup_on_start:
             self.warmup()
         options = dict(defaults, **{k: v for k, v in self.options.items() if v is not None})
-        self.batcher = DynamicBatcher(self.model, on_batch=on_batch, name=name, **options)
+        self.batcher = DynamicBatcher(self.fn, on_batch=on_batch, name=name, **options)
         return self
 
     def stop(self, drain=True, timeout=None):
@@ -128,7 +142,7 @@ class ServedModel:
             return False
         zeros = [np.zeros((1,) + s.shape, numpy_dtype(s.datatype)) for s in self.inputs]
         with no_grad(), test_mode():
-            result = self.model(*zeros)
+            result = self.fn(*zeros)
         arrays, rebuild = _split_outputs(result, 1, "ServedModel.warmup")
         self._learn([rebuild([a[0] for a in arrays])])
         return True

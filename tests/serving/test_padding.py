@@ -151,3 +151,13 @@ def test_padded_lstm_batches_match_each_sequence_run_alone():
         for x, y in zip(xs, out):
             np.testing.assert_allclose(y, model(x[None]).data[0], rtol=1e-5, atol=1e-6)
     assert len(b.records) == 2                    # bucket <=4 and bucket <=16
+
+
+def test_padding_and_batching_keep_the_array_module(xp):
+    batch, mask = pad_samples([xp.ones((2, 3), xp.float32), xp.ones((4, 3), xp.float32)],
+                              axis=0, length=4)
+    assert type(batch) is type(xp.zeros(1)) and type(mask) is type(batch)
+    with DynamicBatcher(lambda x, m: x * 2, max_delay_ms=20, padding=Padding(axis=0)) as b:
+        futures = [b.submit(xp.ones((n, 3), xp.float32)) for n in (1, 3)]
+        out = [f.result(10) for f in futures]
+    assert type(out[0]) is type(batch) and [o.shape for o in out] == [(1, 3), (3, 3)]

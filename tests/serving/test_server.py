@@ -366,3 +366,15 @@ def test_triton_priority_and_timeout_parameters_map_to_the_batcher():
     assert _request_options({}) == (0, None)
     assert _request_options({"priority": 1}) == (0, None)      # the default ranks with 1
     assert _request_options({"priority": 3, "timeout": 50_000}) == (2, 50.0)   # us -> ms
+
+
+@pytest.mark.gpu
+def test_a_module_on_the_gpu_is_fed_its_inputs_there():
+    model = nn.Linear(4, 2).to_gpu()
+    with Server({"gpu": model}, port=0) as s:
+        r = httpx.post(s.url + "/v2/models/gpu/infer", timeout=30,
+                       json={"inputs": [tensor(shape=(3, 4), data=[1.0] * 12)]})
+    assert r.status_code == 200, r.text
+    w, b = lz.cuda.as_numpy(model.weight.data), lz.cuda.as_numpy(model.bias.data)
+    np.testing.assert_allclose(np.array(r.json()["outputs"][0]["data"]).reshape(3, 2),
+                               np.ones((3, 4)) @ w.T + b, rtol=1e-5)
