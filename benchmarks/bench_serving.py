@@ -39,7 +39,6 @@ WIDTH = int(os.environ.get("BENCH_MLP_WIDTH", 4096))   # hidden width of the MLP
 # ----- the models (built identically in the server process) --------------------------
 def build_models():
     import lezero as lz
-    import lezero.functions as F
     from lezero import nn
 
     class SequenceClassifier(nn.Module):

@@ -171,72 +171,82 @@ async def _infer(state, request):
     return response
 
 
+async def _live(state, request):
+    return JSONResponse({"live": True})
+
+
+async def _ready(state, request):
+    ok = state.ready and all(state.model_ready(m) for m in state.models.values())
+    return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+
+async def _server_metadata(state, request):
+    return JSONResponse({"name": state.server_name, "version": state.version,
+                         "extensions": ["binary_tensor_data", "model_repository"]})
+
+
+def _served(state, request):
+    name = request.path_params["name"]
+    return name, state.lookup(name, request.path_params.get("version"))
+
+
+async def _model_metadata(state, request):
+    name, served = _served(state, request)
+    return JSONResponse(served.metadata(name))
+
+
+async def _model_ready(state, request):
+    name, served = _served(state, request)
+    ok = state.model_ready(served)
+    return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+
+
+async def _model_config(state, request):
+    name, served = _served(state, request)
+    return JSONResponse(served.config(name))
+
+
+async def _repository_index(state, request):
+    return JSONResponse([{"name": n, "version": m.version,
+                          "state": "READY" if state.model_ready(m) else "UNAVAILABLE"}
+                         for n, m in sorted(state.models.items())])
+
+
+async def _metrics(state, request):
+    queues = {n: (m.batcher.queue_length if m.batcher else 0)
+              for n, m in state.models.items()}
+    return PlainTextResponse(state.metrics.render(queues),
+                             media_type="text/plain; version=0.0.4")
+
+
+async def _http_error(request, exc):
+    return _error(exc.detail, exc.status_code)
+
+
+async def _server_error(request, exc):
+    _log.exception("serving: unhandled error on %s", request.url.path)
+    return _error(f"internal server error: {type(exc).__name__}", 500)
+
+
 def create_app(state):
     """The Starlette application serving ``state``'s models."""
 
-    def handler(fn):
+    def route(path, fn, methods=("GET",)):
         async def endpoint(request):
             try:
                 return await fn(state, request)
-            except ProtocolError as exc:
+            except ProtocolError as exc:            # unknown model or version
                 return _error(str(exc), exc.status)
-        return endpoint
-
-    async def live(state, request):
-        return JSONResponse({"live": True})
-
-    async def ready(state, request):
-        ok = state.ready and all(state.model_ready(m) for m in state.models.values())
-        return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
-
-    async def server_metadata(state, request):
-        return JSONResponse({"name": state.server_name, "version": state.version,
-                             "extensions": ["binary_tensor_data", "model_repository"]})
-
-    async def model_metadata(state, request):
-        name = request.path_params["name"]
-        served = state.lookup(name, request.path_params.get("version"))
-        return JSONResponse(served.metadata(name))
-
-    async def model_ready(state, request):
-        name = request.path_params["name"]
-        ok = state.model_ready(state.lookup(name, request.path_params.get("version")))
-        return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
-
-    async def model_config(state, request):
-        name = request.path_params["name"]
-        served = state.lookup(name, request.path_params.get("version"))
-        return JSONResponse(served.config(name))
-
-    async def repository_index(state, request):
-        return JSONResponse([{"name": n, "version": m.version,
-                              "state": "READY" if state.model_ready(m) else "UNAVAILABLE"}
-                             for n, m in sorted(state.models.items())])
-
-    async def metrics(state, request):
-        queues = {n: (m.batcher.queue_length if m.batcher else 0)
-                  for n, m in state.models.items()}
-        return PlainTextResponse(state.metrics.render(queues),
-                                 media_type="text/plain; version=0.0.4")
+        return Route(path, endpoint, methods=list(methods))
 
     routes = []
     for base in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
-        routes += [Route(base + "/infer", handler(_infer), methods=["POST"]),  # first: hot
-                   Route(base, handler(model_metadata)),
-                   Route(base + "/ready", handler(model_ready)),
-                   Route(base + "/config", handler(model_config))]
-    routes += [Route("/v2", handler(server_metadata)),
-              Route("/v2/health/live", handler(live)),
-              Route("/v2/health/ready", handler(ready)),
-              Route("/v2/repository/index", handler(repository_index), methods=["POST"]),
-              Route("/metrics", handler(metrics))]
-
-    async def http_error(request, exc):
-        return _error(exc.detail, exc.status_code)
-
-    async def server_error(request, exc):
-        _log.exception("serving: unhandled error on %s", request.url.path)
-        return _error(f"internal server error: {type(exc).__name__}", 500)
-
-    return Starlette(routes=routes, exception_handlers={HTTPException: http_error,
-                                                        Exception: server_error})
+        routes += [route(base + "/infer", _infer, ["POST"]),    # first: the hot path
+                   route(base, _model_metadata), route(base + "/ready", _model_ready),
+                   route(base + "/config", _model_config)]
+    routes += [route("/v2", _server_metadata), route("/v2/health/live", _live),
+               route("/v2/health/ready", _ready),
+               route("/v2/repository/index", _repository_index, ["POST"]),
+               route("/metrics", _metrics)]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_error,
+                                                        Exception: _server_error})

@@ -19,7 +19,8 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import no_grad, test_mode
-from lezero.serving.batcher import DynamicBatcher, _split_outputs
+from lezero.serving.batcher import DynamicBatcher
+from lezero.serving.worker import split_outputs
 from lezero.serving.protocol import ProtocolError, datatype_of, numpy_dtype
 from lezero.utils.checks import check_bool, check_callable, check_type
 
@@ -143,7 +144,7 @@ class ServedModel:
         zeros = [np.zeros((1,) + s.shape, numpy_dtype(s.datatype)) for s in self.inputs]
         with no_grad(), test_mode():
             result = self.fn(*zeros)
-        arrays, rebuild = _split_outputs(result, 1, "ServedModel.warmup")
+        arrays, rebuild = split_outputs(result, 1, "ServedModel.warmup")
         self._learn([rebuild([a[0] for a in arrays])])
         return True
 
