@@ -175,7 +175,7 @@ def bucketing_table(url, pid, args, totals, rows):
           f"{SEQ_LENGTHS[1]} steps (lognormal), C={args.seq_concurrency}: pad to the "
           f"batch's longest vs length buckets {BUCKETS}")
     print(f"{'mode':>8} {'req/s':>8} {'p50 ms':>8} {'p95 ms':>8} {'padding waste':>14}"
-          f" {'mean batch':>11}")
+          f" {'mean batch':>11} {'srv cpu ms/req':>15}")
     samples, check = samples_for("seq", n=64), Checker(64)
     results = {}
     for mode in ("pad", "bucket") * args.rounds:
@@ -183,18 +183,18 @@ def bucketing_table(url, pid, args, totals, rows):
         real0 = metric(url, "lezero_padding_positions_total", f'model="{model}",kind="real"')
         pad0 = metric(url, "lezero_padding_positions_total", f'model="{model}",kind="padded"')
         n0 = metric(url, "lezero_batch_size_count", f'model="{model}"')
-        r, _ = drive(url, model, samples, check, args.seq_concurrency, args.requests,
-                     args.time_limit, pid, totals)
+        r, cpu = drive(url, model, samples, check, args.seq_concurrency, args.requests,
+                       args.time_limit, pid, totals)
         real = metric(url, "lezero_padding_positions_total",
                       f'model="{model}",kind="real"') - real0
         padded = metric(url, "lezero_padding_positions_total",
                         f'model="{model}",kind="padded"') - pad0
         batches = metric(url, "lezero_batch_size_count", f'model="{model}"') - n0
-        results.setdefault(mode, []).append((r, 1 - real / padded, r.ok / batches))
+        results.setdefault(mode, []).append((r, 1 - real / padded, r.ok / batches, cpu))
     for mode in ("pad", "bucket"):
-        r, waste, mean_batch = max(results[mode], key=lambda x: x[0].throughput)
+        r, waste, mean_batch, cpu = max(results[mode], key=lambda x: x[0].throughput)
         print(f"{mode:>8} {r.throughput:>8.1f} {r.percentile(50):>8.2f} "
-              f"{r.percentile(95):>8.2f} {waste:>13.1%} {mean_batch:>11.1f}")
+              f"{r.percentile(95):>8.2f} {waste:>13.1%} {mean_batch:>11.1f} {cpu:>15.2f}")
     ratio = max(x[0].throughput for x in results["bucket"]) / \
         max(x[0].throughput for x in results["pad"])
     print(f"   bucketing / padding to the longest: {ratio:.2f}x throughput")

@@ -163,8 +163,8 @@ async def _infer(state, request):
         headers = {} if header is None else {"Inference-Header-Content-Length": str(header)}
         response = Response(data, headers=headers, media_type="application/json"
                             if header is None else "application/octet-stream")
-    except ClientDisconnect:
-        raise
+    except ClientDisconnect:            # nobody to answer; counted as nginx's 499
+        response = Response(status_code=499)
     except Exception as exc:            # noqa: BLE001 -- every failure gets an answer
         response = _error_for(exc, name)
     state.metrics.observe_request(name, time.perf_counter() - start, response.status_code)

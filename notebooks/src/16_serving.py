@@ -59,6 +59,13 @@ for b, c in zip(sizes, cost):
     print(f"batch {b:3d}: {c:.3f} ms per sample")
 
 # %% [markdown]
+# Batches of 2 to 8 can cost *more* per sample than batch 1 here: NumPy's OpenBLAS runs
+# one row as a fast matrix-vector product, but handles a handful of rows with a general
+# matrix kernel that is slow at that shape (about 3-7x the time of one row for two rows
+# on this machine). From 16-32 rows on, batching wins clearly. So a batcher should fill
+# its batches -- which is what `max_delay_ms` and `preferred_batch_sizes` are for.
+
+# %% [markdown]
 # ## The batcher at work
 # Sixteen threads submit 64 single samples. Each `BatchRecord` says how many samples a
 # batch held and why it was sent: `full` (max_batch_size reached), `preferred` (a

@@ -8,6 +8,8 @@ import pytest
 from lezero.serving.metrics import Histogram, Metrics
 from lezero.serving.records import BatchRecord
 
+pytestmark = pytest.mark.timeout(30)
+
 
 def test_histogram_buckets_are_cumulative():
     h = Histogram((1, 2, 4))

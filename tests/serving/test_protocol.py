@@ -9,6 +9,8 @@ from lezero.serving.protocol import (ProtocolError, datatype_of, deserialize_byt
                                      encode_infer_response, numpy_dtype,
                                      parse_infer_request, serialize_bytes)
 
+pytestmark = pytest.mark.timeout(30)
+
 
 def body(inputs, **extra):
     return json.dumps({"inputs": inputs, **extra}).encode()
