@@ -41,6 +41,8 @@ def trace(fn_or_module, *example_inputs, check_trace=True, strict=False, optimiz
         rng_before = get_rng_state()
         rec = record(fn, args, param_names)
         checks.check_buffers(fn, before, name)
+        checks.mark_stochastic(rec.graph, mode[0])
+        checks.check_random(rec.graph, rng_before, name)
         report_reads(rec.reads, strict, fn)
         if check_trace:
             try:
@@ -52,7 +54,6 @@ def trace(fn_or_module, *example_inputs, check_trace=True, strict=False, optimiz
                 raise TraceError(f"{e}; the function read traced values in Python "
                                  f"({'; '.join(where[:3])}): data-dependent control flow "
                                  "or numbers") from None
-        checks.mark_stochastic(rec.graph, mode[0])
         raw = rec.graph
         graph = run_passes(raw, fuse=fuse, freeze=freeze) if optimize else raw
         return _Compiled(graph, raw, signature_of(args), mode)

@@ -142,6 +142,18 @@ def mark_stochastic(graph, training):
                              "or lz.test_mode())")
 
 
+def check_random(graph, rng_before, fn_name):
+    """Refuse a trace that drew random numbers outside dropout: they would be frozen."""
+    if get_rng_state() == rng_before:
+        return
+    if any("_dropout" in n.attrs for n in graph.nodes):
+        return
+    raise TraceError(f"jit.trace: {fn_name} drew random numbers from LeZero's generator "
+                     "(gumbel_softmax, rrelu, a noise sample ...) outside dropout; a static "
+                     "graph would replay the same draw on every call. Trace in eval mode "
+                     "or keep the random part outside the traced function")
+
+
 def buffer_snapshot(fn):
     """Copies of a Module's buffers (empty for a plain function)."""
     if not is_module(fn):

@@ -212,9 +212,11 @@ class StaticGraph:
                               "graph has none)")
         after = get_rng_state()
         set_rng_state(state)
+        wrapped = [Variable(a, requires_grad=False) if isinstance(a, cuda.array_types()) else a
+                   for a in args]           # as traced: operators see Variables
         try:
             with no_grad():
-                ref = self._fn(*args)
+                ref = self._fn(*wrapped)
         finally:
             set_rng_state(after)
         leaves = []

@@ -23,7 +23,7 @@ from lezero.onnx.validate import ExportReport, validate_model
 from lezero.utils.checks import check_int, check_type
 from lezero.utils.files import atomic_write
 
-__all__ = ["export", "ExportError", "build_model"]
+__all__ = ["export", "export_bytes", "ExportError", "build_model"]
 
 MIN_OPSET, MAX_OPSET = 14, 21
 
@@ -89,7 +89,7 @@ def _grown(args, input_names, dyn):
     return out
 
 
-def _trace_graph(model, args):
+def _trace_graph(model, args, check=True):
     from lezero.jit import trace
     from lezero.jit.passes import dce
     from lezero.jit.static_graph import StaticGraph
@@ -97,7 +97,7 @@ def _trace_graph(model, args):
         if model._fn is None:
             return model.graph, model
         model = model._fn
-    return dce(trace(model, *args, optimize=False).graph), model
+    return dce(trace(model, *args, optimize=False, check_trace=check).graph), model
 
 
 def _dynamic_info(g1, g2):
@@ -184,15 +184,26 @@ def export(model, args, path, opset_version=17, input_names=None, output_names=N
     ``model``: a Module (exported in eval mode, its mode restored after), a function, or
     a StaticGraph.  ``args``: the example input (or a tuple of them).  ``dynamic_axes``:
     PyTorch's form, ``{"input_0": {0: "batch"}, "output_0": {0: "batch"}}`` or lists of
-    axes.  ``validate``: run onnxruntime and compare with LeZero (``rtol``/``atol``)."""
+    axes.  ``validate``: run onnxruntime and compare with LeZero (``rtol``/``atol``).
+    The file is written (atomically) only once the model passed the checker and, with
+    ``validate``, onnxruntime agreed."""
+    data, report = export_bytes(model, args, opset_version, input_names, output_names,
+                                dynamic_axes, validate, rtol, atol)
+    atomic_write(path, data, where="onnx.export")
+    report.path = path
+    return report
+
+
+def export_bytes(model, args, opset_version=17, input_names=None, output_names=None,
+                 dynamic_axes=None, validate=True, rtol=1e-3, atol=1e-4):
+    """``export`` without the file: (serialized model, ExportReport)."""
     onnx = _onnx()
     opset = check_int("onnx.export", "opset_version", opset_version, MIN_OPSET, MAX_OPSET)
     args = _as_args(args)
-    arrays = [a for a in args if isinstance(a, Variable) or isinstance(a, cuda.array_types())]
-    if len(arrays) != len(args):
-        bad = next(type(a).__name__ for a in args if a not in arrays)
-        raise TypeError(f"onnx.export: every example input must be an array or Variable, "
-                        f"got {bad}")
+    for a in args:
+        if not (isinstance(a, Variable) or isinstance(a, cuda.array_types())):
+            raise TypeError(f"onnx.export: every example input must be an array or Variable, "
+                            f"got {type(a).__name__}")
     was_training = getattr(model, "training", None)
     if was_training:
         model.eval()
@@ -204,13 +215,12 @@ def export(model, args, path, opset_version=17, input_names=None, output_names=N
         other, info, grown = None, {}, None
         if any(name in in_names for name in dyn):
             grown = _grown(args, in_names, dyn)
-            other, _ = _trace_graph(fn, grown)
+            other, _ = _trace_graph(fn, grown, check=False)
             info = _dynamic_info(graph, other)
         proto = build_model(graph, opset, in_names, out_names, dyn, other, info)
         onnx.checker.check_model(proto, full_check=True)
         data = proto.SerializeToString()
-        atomic_write(path, data, where="onnx.export")
-        report = ExportReport(path, opset, in_names, out_names, proto)
+        report = ExportReport(None, opset, in_names, out_names, proto)
         if validate:
             cases = [list(args)] + ([grown] if grown is not None else [])
             with no_grad():
@@ -218,4 +228,4 @@ def export(model, args, path, opset_version=17, input_names=None, output_names=N
     finally:
         if was_training:
             model.train()
-    return report
+    return data, report

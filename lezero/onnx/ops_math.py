@@ -152,9 +152,16 @@ def _maxmin(ctx, node):
     _reduce("ReduceMax" if node.attrs["largest"] else "ReduceMin", 18)(ctx, node)
 
 
-@onnx_op("Reduce", opset=13, emits=("ArgMax", "ArgMin"))
+@onnx_op("Reduce", opset=13, emits=("ArgMax", "ArgMin", "ReduceMin", "ReduceMax", "Cast"))
 def _reduce_nd(ctx, node):
     name, axis = node.attrs["name"], node.attrs["axis"]
+    if name in ("all", "any"):
+        x = ctx.emit("Cast", [ctx.emit("Cast", [_x(ctx, node)], to=ctx.tensor_type(bool))],
+                     to=ctx.tensor_type(np.int32))
+        y = ctx.axes_input_or_attr("ReduceMin" if name == "all" else "ReduceMax", x,
+                                   _axes(axis), 18, keepdims=node.attrs["keepdims"])
+        ctx.emit("Cast", [y], node.outputs, to=ctx.tensor_type(bool))
+        return
     if name not in ("argmax", "argmin"):
         ctx.fail(node, f"the reduction {name!r} has no ONNX mapping")
     x = _x(ctx, node)
@@ -311,3 +318,53 @@ def _threshold(ctx, node):
 @onnx_op("Softmax", "LogSoftmax", opset=13, emits=("Softmax", "LogSoftmax"))
 def _softmax(ctx, node):
     ctx.emit(node.op, [_x(ctx, node)], _out(node), axis=int(node.attrs["axis"]))
+
+
+# ----- loss pieces and windows ---------------------------------------------------------
+
+@onnx_op("SmoothL1", opset=9, emits=("Abs", "Less", "Mul", "Sub", "Where"))
+def _smooth_l1(ctx, node):
+    d, dt, beta = _x(ctx, node), ctx.dtype(node.inputs[0]), float(node.attrs["beta"])
+    a = ctx.emit("Abs", [d])
+    if not beta:
+        ctx.emit("Identity", [a], _out(node))
+        return
+    quad = ctx.emit("Mul", [ctx.emit("Mul", [d, d]), ctx.scalar(0.5 / beta, dt)])
+    lin = ctx.emit("Sub", [a, ctx.scalar(0.5 * beta, dt)])
+    ctx.emit("Where", [ctx.emit("Less", [a, ctx.scalar(beta, dt)]), quad, lin], _out(node))
+
+
+@onnx_op("XLogX", opset=11, emits=("Equal", "Log", "Mul", "Where"))
+def _xlogx(ctx, node):
+    x, dt = _x(ctx, node), ctx.dtype(node.inputs[0])
+    zero = ctx.scalar(0, dt)
+    safe = ctx.emit("Where", [ctx.emit("Equal", [x, zero]), ctx.scalar(1, dt), x])
+    ctx.emit("Where", [ctx.emit("Equal", [x, zero]), zero,
+                       ctx.emit("Mul", [x, ctx.emit("Log", [safe])])], _out(node))
+
+
+@onnx_op("BinaryCrossEntropy", opset=8, emits=("Log", "Max", "Sub", "Mul", "Add", "Neg"))
+def _bce(ctx, node):
+    x, t = ctx.ins(node)
+    dt = ctx.dtype(node.inputs[0])
+    floor, one = ctx.scalar(-100, dt), ctx.scalar(1, dt)
+    log_x = ctx.emit("Max", [ctx.emit("Log", [x]), floor])
+    log_1mx = ctx.emit("Max", [ctx.emit("Log", [ctx.emit("Sub", [one, x])]), floor])
+    total = ctx.emit("Add", [ctx.emit("Mul", [t, log_x]),
+                             ctx.emit("Mul", [ctx.emit("Sub", [one, t]), log_1mx])])
+    ctx.emit("Neg", [total], _out(node))
+
+
+@onnx_op("ChannelWindowSum", opset=11, emits=("Pad", "Slice", "Add"))
+def _channel_window_sum(ctx, node):
+    before, after = int(node.attrs["before"]), int(node.attrs["after"])
+    shape = ctx.shape(node.inputs[0])
+    n_ch, ndim = shape[1], len(shape)
+    pads = [0] * (2 * ndim)
+    pads[1], pads[ndim + 1] = before, after
+    padded = ctx.emit("Pad", [_x(ctx, node), ctx.ints(pads)], mode="constant")
+    total = None
+    for k in range(before + after + 1):
+        part = ctx.emit("Slice", [padded, ctx.ints([k]), ctx.ints([k + n_ch]), ctx.ints([1])])
+        total = part if total is None else ctx.emit("Add", [total, part])
+    ctx.emit("Identity", [total], _out(node))

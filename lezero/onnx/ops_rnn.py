@@ -95,5 +95,5 @@ def _gru(ctx, node):
 
 @onnx_op("ElmanLayer", opset=14, emits=("RNN", "Squeeze", "Unsqueeze"))
 def _rnn(ctx, node):
-    act = "Relu" if node.attrs.get("nonlinearity") == "relu" else "Tanh"
+    act = "Relu" if node.attrs.get("relu") else "Tanh"
     _recurrent(ctx, node, "RNN", 1, activations=[act])

@@ -104,10 +104,26 @@ def _is_array_index(item):
     return isinstance(item, (ValueRef, list)) or isinstance(item, cuda.array_types())
 
 
-@onnx_op("GetItem", opset=13, emits=("Slice", "Gather", "Squeeze", "Unsqueeze"))
+def _gather_nd(ctx, node, items):
+    """x[a0, a1, ..., :, ...]: constant integer arrays on the leading axes -> GatherND."""
+    k = 0
+    while k < len(items) and _is_array_index(items[k]) and not isinstance(items[k], ValueRef):
+        k += 1
+    if k < 2 or any(not (isinstance(i, slice) and i == slice(None)) for i in items[k:]):
+        return False
+    arrays = np.broadcast_arrays(*[np.asarray(cuda.as_numpy(i), dtype=np.int64)
+                                   for i in items[:k]])
+    idx = ctx.const(np.stack(arrays, axis=-1), "index")
+    ctx.emit("GatherND", [_x(ctx, node), idx], node.outputs)
+    return True
+
+
+@onnx_op("GetItem", opset=13, emits=("Slice", "Gather", "GatherND", "Squeeze", "Unsqueeze"))
 def _get_item(ctx, node):
     ndim = len(ctx.shape(node.inputs[0]))
     items = _index_items(node.attrs["index"], ndim)
+    if _gather_nd(ctx, node, items):
+        return
     starts, ends, axes, steps, squeeze, unsqueeze, gather = [], [], [], [], [], [], None
     axis, out_pos = 0, 0
     for item in items:

@@ -28,6 +28,7 @@ import hashlib
 import importlib.util
 import math
 import os
+import sys
 
 import numpy as np
 
@@ -178,8 +179,10 @@ def _compile(source):
         path = os.path.join(folder, f"lzfused_{digest}.py")
         if not os.path.exists(path):
             atomic_write(path, source, where="jit fusion")
-        spec = importlib.util.spec_from_file_location(f"lzfused_{digest}", path)
+        name = f"lzfused_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module      # Numba's on-disk cache finds the module by name
         spec.loader.exec_module(module)
         fn = numba.njit(cache=True)(module.fused)
     else:

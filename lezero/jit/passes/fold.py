@@ -19,7 +19,7 @@ def freeze(graph):
     """A copy of ``graph`` whose parameters are constants (their current values)."""
     g = graph.copy()
     for name, p in list(g.params.items()):
-        g.consts[name] = p.data
+        g.consts[name] = p.data.copy()     # a snapshot: optimizers update in place
         v = g.values[name]
         g.values[name] = type(v)(name, "const", v.shape, v.dtype)
     g.params = {}
