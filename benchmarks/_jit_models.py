@@ -2,7 +2,7 @@
 with the same layout and the same weights (outputs checked equal before timing)."""
 import numpy as np
 
-CASES = ("mlp_b1", "mlp_b64", "lenet_b8", "gpt_mini")
+CASES = ("mlp_b1", "mlp_b64", "lenet_b8", "resnet18_b2", "gpt_mini")
 GPT = dict(vocab_size=65, block_size=64, n_layer=2, n_head=4, d_model=128)
 
 
@@ -17,6 +17,9 @@ def lezero_case(name):
         return M.MLP(784, [512, 512, 10]).eval(), [rng.standard_normal((batch, 784), np.float32)]
     if name == "lenet_b8":
         return M.LeNet5().eval(), [rng.standard_normal((8, 1, 32, 32), np.float32)]
+    if name == "resnet18_b2":
+        return M.resnet18(num_classes=10).eval(), [rng.standard_normal((2, 3, 32, 32),
+                                                                       np.float32)]
     model = M.GPT(M.GPTConfig(**GPT)).eval()
     return model, [rng.integers(0, GPT["vocab_size"], (4, GPT["block_size"]))]
 
@@ -32,6 +35,9 @@ def torch_twin(name, state_dict):
                               nn.Linear(512, 10), nn.Dropout(0.0))
     elif name == "lenet_b8":
         model = _TorchLeNet()
+    elif name == "resnet18_b2":
+        from lezero.testing.oracles import import_torchvision
+        model = import_torchvision().models.resnet18(num_classes=10)
     else:
         model = _torch_gpt()
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()})
@@ -59,44 +65,42 @@ def _TorchLeNet():
 
 
 def _torch_gpt():
-    import torch
-    from torch import nn
-    F = nn.functional
-    d, heads, vocab, block = GPT["d_model"], GPT["n_head"], GPT["vocab_size"], GPT["block_size"]
+    from bench_gpt_mini import torch_gpt
+    return torch_gpt(GPT["vocab_size"], GPT["block_size"], GPT["n_layer"], GPT["n_head"],
+                     GPT["d_model"])
 
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.attn, self.mlp = nn.Module(), nn.Module()
-            self.attn.c_attn, self.attn.c_proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.mlp.c_fc, self.mlp.c_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
-        def forward(self, x):
-            B, T, C = x.shape
-            q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2)
-                       for t in self.attn.c_attn(self.ln_1(x)).split(C, dim=2))
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x))))
+def timed(ctx, fn, *args):
+    """A zero-argument function running ``fn(*args)`` inside the context ``ctx()``."""
+    def run():
+        with ctx():
+            fn(*args)
+    return run
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(vocab, d), wpe=nn.Embedding(block, d),
-                h=nn.ModuleList([Block() for _ in range(GPT["n_layer"])]),
-                ln_f=nn.LayerNorm(d)))
-            self.lm_head = nn.Linear(d, vocab, bias=False)
-            self.transformer.wte.weight = self.lm_head.weight
 
-        def forward(self, i):
-            tr = self.transformer
-            x = tr.wte(i) + tr.wpe(torch.arange(i.shape[1]))
-            for b in tr.h:
-                x = b(x)
-            return self.lm_head(tr.ln_f(x))
-    return Model()
+def start(header, ratios):
+    """Threads as _common sets them, the rounds, and the printed header; returns
+    (threads, rounds)."""
+    import os
+    from _common import limit_threads, set_threads
+    threads = set_threads()
+    limit_threads(threads)
+    rounds = int(os.environ.get("BENCH_ROUNDS", 30))
+    print(f"threads: {threads}; best of {rounds} alternating rounds; inference")
+    print(f"\n{'case':<12}" + "".join(f"{h:>17}" for h in header)
+          + "".join(f"{r:>14}" for r in ratios))
+    return threads, rounds
+
+
+def best_row(name, fns, rounds, header, ratios):
+    """Time ``fns`` in alternating rounds; print one row with ``ratios`` (pairs of column
+    names: first / second)."""
+    from _common import _fmt, interleaved_times
+    best = dict(zip(fns, (min(t) for t in interleaved_times(list(fns.values()),
+                                                            rounds=rounds))))
+    print(f"{name:<12}" + "".join(f"{_fmt(best[h]):>17}" for h in header)
+          + "".join(f"{best[a] / best[b]:>14.2f}" for a, b in ratios))
+    return best
 
 
 def check_same(a, b, what, tol=1e-4):

@@ -1,6 +1,7 @@
 """Static-graph replay against eager execution: MLP inference at batch 1 and 64, LeNet-5
-at batch 8 and GPT-mini forward (2 blocks, d_model 128, 4 x 64 tokens), with the fusion
-pass on and off; PyTorch eager and ``torch.jit.trace`` on the same models and weights.
+at batch 8, ResNet-18 at batch 2 (32 x 32 images) and GPT-mini forward (2 blocks, d_model
+128, 4 x 64 tokens), with the fusion pass on and off; PyTorch eager and
+``torch.jit.trace`` on the same models and weights.
 
     python benchmarks/bench_jit.py          # BENCH_THREADS=n, BENCH_ROUNDS=n
 
@@ -11,11 +12,10 @@ LeZero eager and to PyTorch eager.
 import os
 import sys
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import _fmt, interleaved_times, limit_threads, set_threads  # noqa: E402
-from _jit_models import CASES, check_same, lezero_case, torch_twin  # noqa: E402
+from _jit_models import (CASES, best_row, check_same, lezero_case, start, timed,  # noqa: E402
+                         torch_twin)
 
 
 def contenders(name):
@@ -35,34 +35,22 @@ def contenders(name):
         for label, fn in (("eager", model), ("replay", plain), ("fused", fused)):
             check_same(fn(*xs).data, ref, f"{name} {label}")
 
-    def under(ctx, fn, *args):
-        def run():
-            with ctx():
-                fn(*args)
-        return run
-    return {"LeZero eager": under(lz.no_grad, model, *xs),
-            "replay": under(lz.no_grad, plain, *xs),
-            "replay+fusion": under(lz.no_grad, fused, *xs),
-            "torch eager": under(torch.no_grad, twin, *txs),
-            "torch.jit.trace": under(torch.no_grad, traced, *txs)}, fused
+    return {"LeZero eager": timed(lz.no_grad, model, *xs),
+            "replay": timed(lz.no_grad, plain, *xs),
+            "replay+fusion": timed(lz.no_grad, fused, *xs),
+            "torch eager": timed(torch.no_grad, twin, *txs),
+            "torch.jit.trace": timed(torch.no_grad, traced, *txs)}, fused
 
 
 def main():
-    threads = set_threads()
-    limit_threads(threads)
-    rounds = int(os.environ.get("BENCH_ROUNDS", 30))
-    print(f"threads: {threads}; best of {rounds} alternating rounds; inference")
     header = ["LeZero eager", "replay", "replay+fusion", "torch eager", "torch.jit.trace"]
-    print(f"\n{'case':<10}" + "".join(f"{h:>17}" for h in header)
-          + f"{'eager/replay':>14}{'fused/torch':>13}")
+    ratios = [("LeZero eager", "replay"), ("replay", "replay+fusion"),
+              ("replay+fusion", "torch eager")]
+    _, rounds = start(header, ["eager/replay", "plain/fused", "fused/torch"])
     for name in CASES:
         fns, fused = contenders(name)
-        times = dict(zip(fns, (min(t) for t in interleaved_times(list(fns.values()),
-                                                                 rounds=rounds))))
-        cells = "".join(f"{_fmt(times[h]):>17}" for h in header)
-        print(f"{name:<10}{cells}{times['LeZero eager'] / times['replay']:>14.2f}"
-              f"{times['replay+fusion'] / times['torch eager']:>13.2f}")
-        print(f"{'':<10}fusion: {fused.graph.meta.get('fused_groups', 0)} groups, "
+        best_row(name, fns, rounds, header, ratios)
+        print(f"{'':<12}fusion: {fused.graph.meta.get('fused_groups', 0)} groups, "
               f"{len(fused.raw_graph.nodes)} -> {len(fused.graph.nodes)} nodes")
 
 

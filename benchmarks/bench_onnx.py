@@ -3,7 +3,8 @@ coverage of the operator registry.
 
     python benchmarks/bench_onnx.py          # BENCH_THREADS=n, BENCH_ROUNDS=n
 
-Each case (MLP at batch 1 and 64, LeNet-5 at batch 8, GPT-mini forward on 4 x 64 tokens)
+Each case (MLP at batch 1 and 64, LeNet-5 at batch 8, ResNet-18 at batch 2, GPT-mini
+forward on 4 x 64 tokens)
 is exported with ``lezero.onnx.export`` (validated against LeZero), then LeZero eager,
 the LeZero static graph with fusion, onnxruntime (CPU, the same thread count), PyTorch
 eager and ``torch.jit.trace`` run in alternating rounds; printed are best times and the
@@ -14,11 +15,10 @@ import os
 import sys
 import tempfile
 
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import _fmt, interleaved_times, limit_threads, set_threads  # noqa: E402
-from _jit_models import CASES, check_same, lezero_case, torch_twin  # noqa: E402
+from _jit_models import (CASES, best_row, check_same, lezero_case, start, timed,  # noqa: E402
+                         torch_twin)
 
 
 def ort_session(path, threads):
@@ -44,16 +44,11 @@ def contenders(name, folder, threads):
         traced = torch.jit.trace(twin, tuple(txs))
         check_same(sess.run(None, feed)[0], twin(*txs).numpy(), f"{name} onnxruntime")
 
-    def under(ctx, fn, *args):
-        def run():
-            with ctx():
-                fn(*args)
-        return run
-    return {"LeZero eager": under(lz.no_grad, model, *xs),
-            "LeZero replay": under(lz.no_grad, fused, *xs),
+    return {"LeZero eager": timed(lz.no_grad, model, *xs),
+            "LeZero replay": timed(lz.no_grad, fused, *xs),
             "onnxruntime": lambda: sess.run(None, feed),
-            "torch eager": under(torch.no_grad, twin, *txs),
-            "torch.jit.trace": under(torch.no_grad, traced, *txs)}, report
+            "torch eager": timed(torch.no_grad, twin, *txs),
+            "torch.jit.trace": timed(torch.no_grad, traced, *txs)}, report
 
 
 def coverage_line():
@@ -70,22 +65,14 @@ def coverage_line():
 
 
 def main():
-    threads = set_threads()
-    limit_threads(threads)
-    rounds = int(os.environ.get("BENCH_ROUNDS", 30))
-    print(f"threads: {threads}; best of {rounds} alternating rounds; inference")
     header = ["LeZero eager", "LeZero replay", "onnxruntime", "torch eager", "torch.jit.trace"]
-    print(f"\n{'case':<10}" + "".join(f"{h:>17}" for h in header)
-          + f"{'ort/eager':>11}{'ort/torch':>11}")
+    ratios = [("onnxruntime", "LeZero eager"), ("onnxruntime", "torch eager")]
+    threads, rounds = start(header, ["ort/eager", "ort/torch"])
     with tempfile.TemporaryDirectory() as folder:
         for name in CASES:
             fns, report = contenders(name, folder, threads)
-            best = dict(zip(fns, (min(t) for t in interleaved_times(list(fns.values()),
-                                                                    rounds=rounds))))
-            cells = "".join(f"{_fmt(best[h]):>17}" for h in header)
-            print(f"{name:<10}{cells}{best['onnxruntime'] / best['LeZero eager']:>11.2f}"
-                  f"{best['onnxruntime'] / best['torch eager']:>11.2f}")
-            print(f"{'':<10}export: {report.n_nodes} ONNX nodes, max |ort - LeZero| "
+            best_row(name, fns, rounds, header, ratios)
+            print(f"{'':<12}export: {report.n_nodes} ONNX nodes, max |ort - LeZero| "
                   f"{max(report.max_abs_diff.values()):.2g}")
     print("\n" + coverage_line())
 

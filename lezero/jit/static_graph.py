@@ -122,22 +122,11 @@ class StaticGraph:
         self.verify_report = []
         self.name = name
 
-    # ----- the current graph -----------------------------------------------------------
-    @property
-    def graph(self):
-        return self._current.graph
-
-    @property
-    def raw_graph(self):
-        return self._current.raw_graph
-
-    @property
-    def signature(self):
-        return self._current.signature
-
-    @property
-    def mode(self):
-        return self._current.mode
+    # ----- the current graph (the last signature called) --------------------------------
+    graph = property(lambda self: self._current.graph, doc="the optimised graph")
+    raw_graph = property(lambda self: self._current.raw_graph, doc="the graph as traced")
+    signature = property(lambda self: self._current.signature, doc="the guarded inputs")
+    mode = property(lambda self: self._current.mode, doc="(Config.train, module.training)")
 
     def __str__(self):
         return str(self.graph)

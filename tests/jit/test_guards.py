@@ -27,7 +27,8 @@ def test_training_and_test_mode_are_guarded():
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).eval()
     g = jit.trace(model, X)
     model.train()
-    with pytest.raises(GuardError, match="module.training=True, traced with .*module.training=False"):
+    with pytest.raises(GuardError,
+                       match="module.training=True, traced with .*module.training=False"):
         g(X)
     model.eval()
     with lz.using_config("train", False):

@@ -1,7 +1,6 @@
 """Each pass on its own: dead code, constant folding, CSE, fusion, memory plan."""
 import numpy as np
 
-import lezero as lz
 import lezero.functions as F
 from lezero import jit, nn
 from lezero.jit import passes

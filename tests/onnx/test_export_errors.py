@@ -10,7 +10,7 @@ from lezero import onnx as lonnx  # noqa: E402
 from lezero.onnx import ExportError  # noqa: E402
 from tests.jit.zoo import ZOO, build  # noqa: E402
 
-X = np.random.default_rng(4).standard_normal((3, 3)).astype(np.float32) + 3 * np.eye(3, dtype=np.float32)
+X = (np.random.default_rng(4).standard_normal((3, 3)) + 3 * np.eye(3)).astype(np.float32)
 
 
 def test_operator_without_mapping_names_node_and_operator(tmp_path):

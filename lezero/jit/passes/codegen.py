@@ -130,9 +130,12 @@ def _collapse(out_shape, in_shapes):
     return out, ins
 
 
-def kernel_source(sub_nodes, ext_inputs, out_name, ndim):
-    """The Python source of the fused kernel (function ``fused``)."""
+def kernel_source(sub_nodes, ext_inputs, out_name, ndim, in_shapes=None):
+    """The Python source of the fused kernel (function ``fused``).  An input whose
+    (collapsed) shape has 1 on an axis is indexed with 0 there: broadcasting in the
+    index, so no broadcast view has to be built per call."""
     idx = ", ".join(f"i{d}" for d in range(ndim))
+    in_shapes = in_shapes or [None] * len(ext_inputs)
     args = ", ".join(f"a{k}" for k in range(len(ext_inputs)))
     lines = ["import math", "", "", f"def fused(out, {args}):"]
     indent = "    "
@@ -141,7 +144,10 @@ def kernel_source(sub_nodes, ext_inputs, out_name, ndim):
         indent += "    "
     names = {}
     for k, name in enumerate(ext_inputs):
-        lines.append(f"{indent}x{k} = a{k}[{idx}]")
+        shape = in_shapes[k]
+        at = idx if shape is None else ", ".join(
+            f"i{d}" if shape[d] != 1 else "0" for d in range(ndim))
+        lines.append(f"{indent}x{k} = a{k}[{at}]")
         names[name] = f"x{k}"
     for k, node in enumerate(sub_nodes):
         expr = ELEMENTWISE[node.op][1]([names[n] for n in node.inputs], node.attrs)
@@ -202,7 +208,11 @@ class FusedKernel:
         self.out_name = out_value.name
         self.shape, self.in_shapes = _collapse(out_value.shape,
                                                [v.shape for v in in_values])
-        self.source = kernel_source(sub_nodes, ext_inputs, out_value.name, len(self.shape))
+        # the collapsed shape marks broadcast axes with 1 (an output axis of size 1 too)
+        patterns = [tuple(1 if (n == 1 and o != 1) else o for n, o in zip(s, self.shape))
+                    for s in self.in_shapes]
+        self.source = kernel_source(sub_nodes, ext_inputs, out_value.name, len(self.shape),
+                                    patterns)
         self._fn = None
 
     def numpy_path(self, xs):
@@ -216,7 +226,7 @@ class FusedKernel:
     def numba_path(self, xs, out=None):
         if self._fn is None:
             self._fn = _compile(self.source)
-        views = [np.broadcast_to(np.asarray(x, dtype=self.dtype).reshape(s), self.shape)
+        views = [(x if x.dtype == self.dtype else x.astype(self.dtype)).reshape(s)
                  for x, s in zip(xs, self.in_shapes)]
         if out is None or out.shape != self.out_shape or out.dtype != self.dtype:
             out = np.empty(self.out_shape, self.dtype)
