@@ -255,4 +255,8 @@ def load_graph(path):
         if node.sub is not None:
             attach_kernel(g, node)
     signature, mode = dec.decode(doc["signature"]), tuple(dec.decode(doc["mode"]))
+    # The weights load as NumPy arrays, so the graph takes NumPy inputs (whatever device
+    # it was traced on).
+    signature = tuple(tuple(s[:3]) + ("numpy",) if s[0] == "array" else tuple(s)
+                      for s in signature)
     return StaticGraph(g, g, signature, mode, name=doc.get("name", "graph"))

@@ -124,6 +124,19 @@ class ExportContext:
         keys = set(self.dynamic_attrs(node)) | {f"input {i}" for i in self.dynamic_consts(node)}
         return sorted(k for k in keys if (self.index, k) not in self._claimed)
 
+    def input_dim(self, size_a, size_b):
+        """A scalar int64 tensor holding the run-time size of the graph input axis whose
+        size is ``size_a`` in the first trace and ``size_b`` in the second (None when no
+        dynamic input axis matches)."""
+        for value in self.g.inputs:
+            a, b = self.shapes(value)
+            for axis, (n, m) in enumerate(zip(a, b)):
+                if n == size_a and m == size_b and n != m:
+                    shape = self.emit("Shape", [self.name(value)])
+                    return self.emit("Gather", [shape, self.const(np.asarray(axis, np.int64))],
+                                     axis=0)
+        return None
+
     def other_attr(self, node, key):
         """The attribute's value in the second trace."""
         return self.other.nodes[self.index].attrs[key]

@@ -94,8 +94,10 @@ def _trace_graph(model, args, check=True):
     from lezero.jit.passes import dce
     from lezero.jit.static_graph import StaticGraph
     if isinstance(model, StaticGraph):
-        if model._fn is None:
-            return model.graph, model
+        if model._fn is None:          # a loaded graph: export what it holds
+            g = model.graph.copy()
+            g.nodes = [s for n in g.nodes for s in (n.sub if n.sub is not None else [n])]
+            return g, model
         model = model._fn
     return dce(trace(model, *args, optimize=False, check_trace=check).graph), model
 
@@ -214,8 +216,17 @@ def export_bytes(model, args, opset_version=17, input_names=None, output_names=N
         dyn = _parse_dynamic_axes(dynamic_axes, in_names, out_names, args)
         other, info, grown = None, {}, None
         if any(name in in_names for name in dyn):
+            if getattr(fn, "_fn", True) is None:
+                raise ExportError("onnx.export: a loaded StaticGraph holds one input shape; "
+                                  "dynamic axes need the function or Module it was traced "
+                                  "from (export that instead)")
             grown = _grown(args, in_names, dyn)
-            other, _ = _trace_graph(fn, grown, check=False)
+            try:
+                other, _ = _trace_graph(fn, grown, check=False)
+            except (TypeError, ValueError) as e:
+                raise ExportError(f"onnx.export: the model fails on inputs one longer along "
+                                  f"the dynamic axes (shapes {[g.shape for g in grown]}): "
+                                  f"{e}") from e
             info = _dynamic_info(graph, other)
         proto = build_model(graph, opset, in_names, out_names, dyn, other, info)
         onnx.checker.check_model(proto, full_check=True)

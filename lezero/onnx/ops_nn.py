@@ -6,6 +6,8 @@ import numpy as np
 from lezero import cuda
 from lezero.onnx.registry import onnx_op
 
+_BIG = np.iinfo(np.int64).max
+
 
 def _x(ctx, node):
     return ctx.ins(node)[0]
@@ -209,16 +211,29 @@ def _masked_scores(ctx, node, s, scale, causal, keep=None, mask_add=None):
     if keep is not None:
         s = ctx.emit("Where", [keep, s, neg])
     if causal:
-        (rows, cols) = ctx.shape(node.outputs[0])[-2:] if node.op == "MaskedSoftmax" else \
-            (ctx.shape(node.inputs[0])[-2], ctx.shape(node.inputs[1])[-2])
-        if "causal" in ctx.dynamic_attrs(node):
-            ctx.fail(node, "a causal mask along a dynamic axis")
-        tril = ctx.const(np.tril(np.ones((rows, cols), dtype=bool)), "causal")
-        s = ctx.emit("Where", [tril, s, neg])
+        s = ctx.emit("Where", [_causal_mask(ctx, node, s), s, neg])
     return s
 
 
-@onnx_op("MaskedSoftmax", opset=13, emits=("Mul", "Where", "Softmax"))
+def _causal_mask(ctx, node, scores):
+    """tril(ones(L, S)) as bool: a constant, or built from the scores' run-time shape
+    when L or S follows a dynamic axis."""
+    if node.op == "MaskedSoftmax":
+        a, b = (s[-2:] for s in ctx.shapes(node.outputs[0]))
+    else:                               # attention: rows from the queries, keys' length
+        (qa, qb), (ka, kb) = ctx.shapes(node.inputs[0]), ctx.shapes(node.inputs[1])
+        a, b = (qa[-2], ka[-2]), (qb[-2], kb[-2])
+    if a == b:
+        return ctx.const(np.tril(np.ones(a, dtype=bool)), "causal")
+    dims = ctx.emit("Slice", [ctx.emit("Shape", [scores]), ctx.ints([-2]), ctx.ints([_BIG])])
+    one = ctx.helper.make_tensor("value", ctx.onnx.TensorProto.FLOAT, [1], [1.0])
+    ones = ctx.emit("ConstantOfShape", [dims], value=one)
+    tril = ctx.emit("Trilu", [ones], upper=0)
+    return ctx.emit("Cast", [tril], to=ctx.tensor_type(bool))
+
+
+@onnx_op("MaskedSoftmax", opset=14, emits=("Mul", "Where", "Softmax", "Trilu",
+                                          "ConstantOfShape"))
 def _masked_softmax(ctx, node):
     a = node.attrs
     keep = None if a["keep"] is None else ctx.attr_tensor(node, "keep", dtype=np.bool_)
@@ -226,7 +241,8 @@ def _masked_softmax(ctx, node):
     ctx.emit("Softmax", [s], node.outputs, axis=-1)
 
 
-@onnx_op("ChunkedAttention", opset=13, emits=("MatMul", "Transpose", "Softmax", "Where"))
+@onnx_op("ChunkedAttention", opset=14, emits=("MatMul", "Transpose", "Softmax", "Where",
+                                             "Trilu"))
 def _attention(ctx, node):
     a = node.attrs
     if a["dropout_p"]:

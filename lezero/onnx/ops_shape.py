@@ -268,12 +268,31 @@ def _pad(ctx, node):
     ctx.emit("Pad", [_x(ctx, node), ctx.ints(pads), value], node.outputs, mode="constant")
 
 
-@onnx_op("Embedding", opset=13, emits=("Gather",))
+def _dynamic_positions(ctx, node):
+    """Range(0, T) for indices that are arange(T) in both traces, T a dynamic input axis
+    (GPT's positions); None otherwise."""
+    a, b = node.attrs["indices"], ctx.other_attr(node, "indices")
+    arrays = [np.asarray(cuda.as_numpy(v)) for v in (a, b)]
+    if not all(v.ndim == 1 and np.array_equal(v, np.arange(len(v))) for v in arrays):
+        return None
+    limit = ctx.input_dim(len(arrays[0]), len(arrays[1]))
+    if limit is None:
+        return None
+    zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
+    return ctx.emit("Range", [zero, limit, one])
+
+
+@onnx_op("Embedding", opset=13, emits=("Gather", "Range", "Shape"))
 def _embedding(ctx, node):
-    idx = ctx.attr_tensor(node, "indices", dtype=np.int64)
     if "indices" in ctx.dynamic_attrs(node) and not isinstance(node.attrs["indices"], ValueRef):
-        ctx.fail(node, "its indices are an array whose shape follows a dynamic axis (an "
-                 "arange of positions, say); only indices that are graph inputs can be dynamic")
+        idx = _dynamic_positions(ctx, node)
+        if idx is None:
+            ctx.fail(node, "its indices are an array whose shape follows a dynamic axis and "
+                     "is not arange(axis); only indices that are graph inputs or positions "
+                     "can be dynamic")
+        ctx.claim(node, "indices")
+    else:
+        idx = ctx.attr_tensor(node, "indices", dtype=np.int64)
     ctx.claim(node, "use_weight")
     ctx.emit("Gather", [_x(ctx, node), idx], node.outputs, axis=0)
 

@@ -40,10 +40,13 @@ def test_bad_names_and_dynamic_axes(tmp_path):
 
 
 def test_a_size_dependent_constant_refuses_a_dynamic_sequence_axis(tmp_path):
-    model, xs = build("gpt")            # positions are arange(T): a constant of length T
-    with pytest.raises(ExportError, match=r"\(Embedding\).*dynamic axis"):
-        lonnx.export(model, tuple(xs), str(tmp_path / "gpt.onnx"),
-                     dynamic_axes={"input_0": {0: "batch", 1: "sequence"}})
+    model, xs = build("seq2seq_transformer")      # positions: a slice of a table, length T
+    with pytest.raises(ExportError, match=r"node \d+ \(Add\): input 1 depend on the size"):
+        lonnx.export(model, tuple(xs), str(tmp_path / "s2s.onnx"),
+                     dynamic_axes={"input_0": {0: "batch", 1: "sequence"}, "input_1": [0]})
+    with pytest.raises(ExportError, match=r"fails on inputs one longer .*\(3, 5\), \(2, 4\)"):
+        lonnx.export(model, tuple(xs), str(tmp_path / "s2s.onnx"),
+                     dynamic_axes={"input_0": [0]})      # the batches no longer agree
 
 
 def test_training_mode_dropout_is_exported_in_eval_mode(tmp_path):
@@ -57,3 +60,16 @@ def test_the_mapping_table_is_keyed_by_function_class_name():
     assert {"Linear", "Conv", "LSTMLayer", "Normalize", "MaskedSoftmax"} <= set(rules)
     assert rules["Normalize"].opset == 17 and "LayerNormalization" in rules["Normalize"].emits
     assert ZOO                                               # the zoo list is importable
+
+
+def test_a_loaded_static_graph_exports_without_its_code(tmp_path):
+    from lezero import jit
+    model, xs = build("dcgan_discriminator")           # fused groups in its graph
+    g = jit.trace(model, *xs)
+    assert g.graph.op_counts().get("Fused")
+    loaded = jit.load(g.save(str(tmp_path / "d.lzg")))
+    report = lonnx.export(loaded, tuple(xs), str(tmp_path / "d.onnx"))
+    assert max(report.max_abs_diff.values()) < 1e-5
+    with pytest.raises(ExportError, match="holds one input shape; dynamic axes need"):
+        lonnx.export(loaded, tuple(xs), str(tmp_path / "e.onnx"),
+                     dynamic_axes={"input_0": [0]})

@@ -34,6 +34,14 @@ def test_sequence_axis_of_the_lstm_is_dynamic(tmp_path):
     assert "LSTM" in report.ops
 
 
+def test_gpt_exports_with_dynamic_batch_and_sequence(tmp_path):
+    model, xs = build("gpt")            # positions arange(T) and the causal mask follow T
+    report = lonnx.export(model, tuple(xs), str(tmp_path / "gpt.onnx"),
+                          dynamic_axes={"input_0": {0: "batch", 1: "sequence"}})
+    assert report.cases[1][0] == (3, 7) and max(report.max_abs_diff.values()) < 1e-4
+    assert {"Range", "Trilu"} <= set(report.ops)
+
+
 def test_export_keeps_the_module_mode(tmp_path):
     model, xs = build("mlp")
     model.train()
