@@ -39,7 +39,8 @@ def lezero_step_fn(idx, targets):
     return model, step
 
 
-def torch_step_fn(state_dict, idx, targets):
+def torch_gpt(vocab=VOCAB, block=BLOCK, layers=LAYERS, heads=HEADS, d_model=D_MODEL):
+    """The same GPT built from ``torch.nn`` (nanoGPT's names, so state_dicts match)."""
     import torch
     from torch import nn
     F = nn.functional
@@ -47,16 +48,16 @@ def torch_step_fn(state_dict, idx, targets):
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.ln_1, self.ln_2 = nn.LayerNorm(D_MODEL), nn.LayerNorm(D_MODEL)
+            self.ln_1, self.ln_2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
             self.attn, self.mlp = nn.Module(), nn.Module()
-            self.attn.c_attn = nn.Linear(D_MODEL, 3 * D_MODEL)
-            self.attn.c_proj = nn.Linear(D_MODEL, D_MODEL)
-            self.mlp.c_fc = nn.Linear(D_MODEL, 4 * D_MODEL)
-            self.mlp.c_proj = nn.Linear(4 * D_MODEL, D_MODEL)
+            self.attn.c_attn = nn.Linear(d_model, 3 * d_model)
+            self.attn.c_proj = nn.Linear(d_model, d_model)
+            self.mlp.c_fc = nn.Linear(d_model, 4 * d_model)
+            self.mlp.c_proj = nn.Linear(4 * d_model, d_model)
 
         def forward(self, x):
             B, T, C = x.shape
-            q, k, v = (t.view(B, T, HEADS, C // HEADS).transpose(1, 2)
+            q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2)
                        for t in self.attn.c_attn(self.ln_1(x)).split(C, dim=2))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.attn.c_proj(y.transpose(1, 2).reshape(B, T, C))
@@ -66,19 +67,24 @@ def torch_step_fn(state_dict, idx, targets):
         def __init__(self):
             super().__init__()
             self.transformer = nn.ModuleDict(dict(
-                wte=nn.Embedding(VOCAB, D_MODEL), wpe=nn.Embedding(BLOCK, D_MODEL),
-                h=nn.ModuleList([Block() for _ in range(LAYERS)]), ln_f=nn.LayerNorm(D_MODEL)))
-            self.lm_head = nn.Linear(D_MODEL, VOCAB, bias=False)
+                wte=nn.Embedding(vocab, d_model), wpe=nn.Embedding(block, d_model),
+                h=nn.ModuleList([Block() for _ in range(layers)]), ln_f=nn.LayerNorm(d_model)))
+            self.lm_head = nn.Linear(d_model, vocab, bias=False)
             self.transformer.wte.weight = self.lm_head.weight
 
         def forward(self, i):
             tr = self.transformer
             x = tr.wte(i) + tr.wpe(torch.arange(i.shape[1]))
-            for block in tr.h:
-                x = block(x)
+            for b in tr.h:
+                x = b(x)
             return self.lm_head(tr.ln_f(x))
+    return GPT()
 
-    model = GPT()
+
+def torch_step_fn(state_dict, idx, targets):
+    import torch
+    F = torch.nn.functional
+    model = torch_gpt()
     model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state_dict.items()})
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     it, tt = torch.from_numpy(idx), torch.from_numpy(targets)

@@ -1,0 +1,168 @@
+"""``onnx.load``: an ONNX model as a LeZero ``nn.Module`` that runs and fine-tunes.
+
+The file is parsed once.  Floating-point initializers become ``Parameter``s (registered
+under sanitised names, ``conv1.weight`` -> ``conv1_weight``; ``onnx_names`` maps them
+back), except the running statistics of ``BatchNormalization``, which become buffers;
+other initializers and ``Constant`` nodes become constant arrays.  ``forward(*inputs)``
+interprets the nodes in order with LeZero operators (``lezero.onnx.import_ops``), so a
+loss computed from the outputs back-propagates into the parameters.  Shape arithmetic
+(``Shape``, ``Gather`` on shapes, ``Concat`` of ints ...) runs on plain NumPy arrays.
+
+Every operator is checked at load time: one without an implementation raises
+``OnnxImportError`` naming it and its node; so does a file that is not ONNX.
+"""
+import os
+import re
+
+import numpy as np
+
+from lezero.core import Parameter, Variable
+from lezero.nn import Module
+from lezero.onnx._deps import onnx as _onnx
+
+__all__ = ["OnnxImportError", "OnnxModule", "load"]
+
+
+class OnnxImportError(ValueError):
+    """An ONNX file LeZero cannot load; the message names the operator and node."""
+
+
+def _safe(name, taken):
+    base = re.sub(r"\W", "_", name) or "param"
+    if base[0].isdigit():
+        base = "p_" + base
+    out, k = base, 1
+    while out in taken:
+        out, k = f"{base}_{k}", k + 1
+    taken.add(out)
+    return out
+
+
+class _Node:
+    """One ONNX node, parsed: op type, input/output names and Python attributes."""
+
+    __slots__ = ("op", "inputs", "outputs", "attrs", "name", "index")
+
+    def __init__(self, proto, index):
+        helper = _onnx().helper
+        self.op, self.index = proto.op_type, index
+        self.inputs, self.outputs = list(proto.input), list(proto.output)
+        self.name = proto.name or f"{proto.op_type}_{index}"
+        self.attrs = {}
+        for a in proto.attribute:
+            value = helper.get_attribute_value(a)
+            if isinstance(value, bytes):
+                value = value.decode()
+            elif hasattr(value, "dims"):               # a TensorProto
+                value = _onnx().numpy_helper.to_array(value)
+            self.attrs[a.name] = value
+
+    def where(self):
+        return f"node {self.index} {self.name!r} ({self.op})"
+
+
+def _read(path):
+    onnx = _onnx()
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"onnx.load: no such file {path!r}")
+    try:
+        proto = onnx.load(path)
+    except Exception as e:          # protobuf raises DecodeError and friends
+        raise OnnxImportError(f"onnx.load: {path!r} is not a readable ONNX model "
+                              f"(corrupt or truncated: {type(e).__name__}: {e})") from None
+    if not proto.graph.node and not proto.graph.output:
+        raise OnnxImportError(f"onnx.load: {path!r} holds no graph (is it an ONNX file?)")
+    return proto
+
+
+def _opset(proto):
+    for op in proto.opset_import:
+        if op.domain in ("", "ai.onnx"):
+            return int(op.version)
+    return 13
+
+
+class OnnxModule(Module):
+    """A LeZero Module interpreting an ONNX graph (see the module docstring).
+
+    Attributes: ``input_names``, ``output_names``, ``opset``, ``onnx_names`` ({attribute
+    name: ONNX initializer name})."""
+
+    def __init__(self, proto, source="<onnx>"):
+        super().__init__()
+        from lezero.onnx.import_ops import IMPORT_OPS
+        numpy_helper = _onnx().numpy_helper
+        g = proto.graph
+        self.source, self.opset = source, _opset(proto)
+        nodes = [_Node(n, k) for k, n in enumerate(g.node)]
+        missing = [n for n in nodes if n.op not in IMPORT_OPS]
+        if missing:
+            n = missing[0]
+            more = f" (and {len(missing) - 1} more nodes)" if len(missing) > 1 else ""
+            raise OnnxImportError(f"onnx.load: {source}: {n.where()} uses operator {n.op!r}, "
+                                  f"which LeZero cannot import{more}; supported: "
+                                  f"{', '.join(sorted(IMPORT_OPS))}")
+        stats = {n.inputs[k] for n in nodes if n.op == "BatchNormalization"
+                 for k in (3, 4) if len(n.inputs) > k}
+        taken, self.onnx_names, self._slots = set(), {}, {}
+        consts = {}
+        for init in g.initializer:
+            array = numpy_helper.to_array(init).copy()
+            if array.dtype.kind == "f" and init.name not in stats:
+                attr = _safe(init.name, taken)
+                self.register_parameter(attr, Parameter(array, name=init.name))
+                self.onnx_names[attr] = init.name
+                self._slots[init.name] = ("param", attr)
+            elif array.dtype.kind == "f":
+                attr = _safe(init.name, taken)
+                self.register_buffer(attr, array)
+                self.onnx_names[attr] = init.name
+                self._slots[init.name] = ("buffer", attr)
+            else:
+                consts[init.name] = array
+        init_names = {i.name for i in g.initializer}
+        self.input_names = [i.name for i in g.input if i.name not in init_names]
+        self.output_names = [o.name for o in g.output]
+        self._consts, self._nodes, self._ops = consts, nodes, IMPORT_OPS
+
+    def extra_repr(self):
+        return (f"{self.source}: {len(self._nodes)} nodes, inputs {self.input_names}, "
+                f"outputs {self.output_names}")
+
+    def _environment(self, inputs):
+        if len(inputs) != len(self.input_names):
+            raise TypeError(f"OnnxModule: the model takes {len(self.input_names)} inputs "
+                            f"({', '.join(self.input_names)}), got {len(inputs)}")
+        env = dict(self._consts)
+        for onnx_name, (kind, attr) in self._slots.items():
+            env[onnx_name] = getattr(self, attr)
+        for name, x in zip(self.input_names, inputs):
+            env[name] = x if isinstance(x, Variable) else np.asarray(x)
+        env[""] = None
+        return env
+
+    def forward(self, *inputs):
+        env = self._environment(inputs)
+        for node in self._nodes:
+            args = [env.get(i) if i else None for i in node.inputs]
+            try:
+                outs = self._ops[node.op](node, args, self)
+            except OnnxImportError:
+                raise
+            except (TypeError, ValueError, IndexError) as e:
+                raise OnnxImportError(f"OnnxModule: {node.where()} failed: {e}") from e
+            outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+            for name, value in zip(node.outputs, outs):
+                if name:
+                    env[name] = value
+        results = [env[n] for n in self.output_names]
+        results = [r if isinstance(r, Variable) else Variable(np.asarray(r), requires_grad=False)
+                   for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def load(path):
+    """Read the ONNX file ``path``; returns an ``OnnxModule`` (in eval mode)."""
+    path = os.fspath(path)
+    module = OnnxModule(_read(path), source=os.path.basename(path))
+    return module.eval()

@@ -1,0 +1,79 @@
+"""Validation of an export: onnxruntime against eager LeZero, output by output."""
+import numpy as np
+
+from lezero import cuda
+from lezero.core import Variable
+from lezero.onnx._deps import onnxruntime
+
+__all__ = ["ExportReport", "validate_model", "ort_session", "leaf_arrays"]
+
+
+class ExportReport:
+    """What ``onnx.export`` wrote and how it compared with LeZero.
+
+    ``max_abs_diff``: {output name: largest absolute difference over the validated input
+    sets}; ``cases``: the input shapes validated; ``ops``: the ONNX operator types used."""
+
+    def __init__(self, path, opset, input_names, output_names, proto):
+        self.path, self.opset = path, opset
+        self.input_names, self.output_names = list(input_names), list(output_names)
+        self.ops = sorted({n.op_type for n in proto.graph.node})
+        self.n_nodes = len(proto.graph.node)
+        self.max_abs_diff, self.cases = {}, []
+
+    def __str__(self):
+        lines = [f"ONNX export {self.path} (opset {self.opset}, {self.n_nodes} nodes, "
+                 f"{len(self.ops)} operator types)"]
+        for name in self.output_names:
+            diff = self.max_abs_diff.get(name)
+            text = "not validated" if diff is None else f"max |onnxruntime - LeZero| = {diff:.3g}"
+            lines.append(f"  {name}: {text}")
+        if self.cases:
+            lines.append("  validated on input shapes " + "; ".join(map(str, self.cases)))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def ort_session(model_bytes):
+    """An onnxruntime CPU session for serialized model bytes (one thread per op, so that
+    a test does not oversubscribe a shared machine)."""
+    ort = onnxruntime()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+
+
+def leaf_arrays(out):
+    """The arrays of the Variables in a (nested) model output, in order."""
+    from lezero.jit.tracer import flatten_outputs
+    leaves = []
+    flatten_outputs(out, leaves)
+    return [np.asarray(cuda.as_numpy(v.data)) for v in leaves]
+
+
+def validate_model(model_bytes, fn, cases, input_names, output_names, report, rtol, atol):
+    """Run every input set through onnxruntime and ``fn``; fill ``report`` and raise
+    ``ExportError`` when an output differs beyond ``atol + rtol * max|reference|``."""
+    from lezero.onnx.context import ExportError
+    session = ort_session(model_bytes)
+    for case in cases:
+        feed = {n: np.asarray(cuda.as_numpy(a.data if isinstance(a, Variable) else a))
+                for n, a in zip(input_names, case)}
+        got = session.run(output_names, feed)
+        ref = leaf_arrays(fn(*case))
+        report.cases.append([tuple(v.shape) for v in feed.values()])
+        for name, g, r in zip(output_names, got, ref):
+            if g.shape != r.shape:
+                raise ExportError(f"onnx.export: output {name!r} has shape {g.shape} in "
+                                  f"onnxruntime but {r.shape} in LeZero (inputs "
+                                  f"{report.cases[-1]})")
+            diff = float(np.max(np.abs(g.astype(np.float64) - r))) if r.size else 0.0
+            report.max_abs_diff[name] = max(report.max_abs_diff.get(name, 0.0), diff)
+            scale = float(np.max(np.abs(r))) if r.size else 0.0
+            if not diff <= atol + rtol * scale:
+                raise ExportError(f"onnx.export: onnxruntime and LeZero differ on output "
+                                  f"{name!r} by {diff:.3g} (tolerance {atol + rtol * scale:.3g}, "
+                                  f"inputs {report.cases[-1]})\n{report}")
+    return report
