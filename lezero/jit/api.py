@@ -1,5 +1,5 @@
 """``jit.trace``: record one run of a function or Module as a guarded ``StaticGraph``."""
-from lezero.core import get_rng_state
+from lezero.random import get_rng_state
 from lezero.jit import checks
 from lezero.jit.errors import TraceError
 from lezero.jit.passes import optimize as run_passes

@@ -13,7 +13,7 @@ from lezero.jit.ir import ValueRef, _is_lezero_object, _object_state
 __all__ = ["GRAPH_KEYS", "snapshot", "bind_values", "attrs_equal", "instantiate",
            "function_class", "object_class"]
 
-GRAPH_KEYS = frozenset({"inputs", "outputs", "generation", "needs_input_grad", "_output_meta",
+GRAPH_KEYS = frozenset({"inputs", "outputs", "generation", "needs_input_grad", "output_meta",
                         "_jit_out_meta", "forward"})
 _CONTAINERS = (dict, list, set)
 

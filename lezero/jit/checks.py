@@ -18,7 +18,8 @@ import warnings
 import numpy as np
 
 from lezero import cuda
-from lezero.core import Variable, get_rng_state, set_rng_state
+from lezero.core import Variable
+from lezero.random import get_rng_state, set_rng_state
 from lezero.jit import attrs as A
 from lezero.jit.errors import TraceError, TracerWarning
 from lezero.jit.tracer import is_module, record

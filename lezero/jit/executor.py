@@ -18,7 +18,8 @@ calls dropout makes, so a seeded replay reproduces a seeded eager run.
 import numpy as np
 
 from lezero import cuda
-from lezero.core import Variable, as_array, get_rng
+from lezero.core import Variable, as_array
+from lezero.random import get_rng
 from lezero.jit.attrs import instantiate
 from lezero.jit.ir import resolve_refs, walk_refs
 from lezero.jit.passes.memory import plan_memory

@@ -16,7 +16,8 @@ keeps the largest difference in ``verify_report``.
 import numpy as np
 
 from lezero import cuda
-from lezero.core import Parameter, Variable, get_config, get_rng_state, no_grad, set_rng_state
+from lezero.core import Parameter, Variable, get_config, no_grad
+from lezero.random import get_rng_state, set_rng_state
 from lezero.jit.errors import GuardError, VerifyError
 from lezero.jit.executor import Program
 from lezero.jit.tracer import flatten_outputs, is_module
