@@ -24,6 +24,10 @@ from lezero.nn.models.bert import BertForMaskedLM
 from lezero.nn.models.gpt2 import GPT2LMHeadModel
 from lezero.nn.models.llama import LlamaForCausalLM
 from lezero.nn.models.generation import KVCache
+from lezero.nn.models.word2vec import SkipGram
+from lezero.nn.models.textcnn import TextCNN
+from lezero.nn.models.gru_seq2seq import GRUSeq2Seq
+from lezero.nn.models.moe import MoETransformerLM
 
 # The models that existed before the registry, by the names torchvision and their
 # references use; new model modules register themselves with @register_model.
@@ -43,4 +47,4 @@ __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "Re
            "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
            "DCGANDiscriminator", "dcgan_weights_init", "get_model", "list_models",
            "register_model", "BertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM",
-           "KVCache"]
+           "KVCache", "SkipGram", "TextCNN", "GRUSeq2Seq", "MoETransformerLM"]
