@@ -19,8 +19,8 @@ from lezero import cuda, nn
 from lezero.utils.checks import (check_bool, check_choice, check_int, check_number,
                                  describe)
 
-__all__ = ["resolve_config", "require_false", "ACTIVATIONS", "activation", "attention_bias", "check_input_ids",
-           "init_hf_weights", "min_value"]
+__all__ = ["resolve_config", "require_false", "ACTIVATIONS", "activation", "attention_bias",
+           "check_input_ids", "init_hf_weights", "min_value"]
 
 # Fields of every transformers config (PreTrainedConfig and generation settings) that
 # describe the checkpoint, its tokenizer or HF's own machinery, not the network.
