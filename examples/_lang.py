@@ -13,8 +13,8 @@ import numpy as np
 import lezero as lz
 from lezero import optim
 
-from _common import (SMOKE_BATCHES, char_corpus, check_args, fit, make_parser, mean, smoke_limit,
-                     to_device, write_json, write_summary)
+from _common import (SMOKE_BATCHES, char_corpus, check_args, fit, make_parser, mean,
+                     smoke_limit, to_device, write_json, write_summary)
 
 
 def progress(total, desc, args=None):
@@ -50,27 +50,38 @@ def windows(ids, block, batch, rng):
     return chunk[:, :-1], chunk[:, 1:]
 
 
-def train_steps(args, model, opt, sched, step_loss, epoch, desc):
-    """One epoch of ``args.steps`` optimizer steps; ``step_loss(rng)`` returns the loss
-    Variable and a dict of extra numbers to average.  Returns the epoch's means."""
-    rng = np.random.default_rng([args.seed, epoch])
+def optimize(args, opt, loss_of, items, total, desc, clip=None, sched=None):
+    """One optimizer step per item of ``items`` (with a progress bar of ``total``):
+    ``loss_of(item)`` returns the loss Variable, or (loss, dict of numbers to average).
+    ``clip``: parameters whose gradient norm is clipped to 1.  Returns the means."""
     losses, extras = [], {}
-    bar = progress(args.steps, f"{desc} epoch {epoch + 1}", args)
-    for _ in smoke_limit(range(args.steps)):
-        loss, extra = step_loss(rng)
+    bar = progress(total, desc, args)
+    for item in items:
+        out = loss_of(item)
+        loss, extra = out if isinstance(out, tuple) else (out, {})
         opt.zero_grad()
         loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 1.0)
+        if clip is not None:
+            optim.clip_grad_norm_(clip, 1.0)
         opt.step()
-        sched.step()
+        if sched is not None:
+            sched.step()
         losses.append(loss.item())
         for k, v in extra.items():
             extras.setdefault(k, []).append(v)
         bar.update()
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     bar.close()
-    return {"loss": mean(losses), **{k: mean(v) for k, v in extras.items()},
-            "lr": sched.get_last_lr()[0]}
+    return {"loss": mean(losses), **{k: mean(v) for k, v in extras.items()}}
+
+
+def train_steps(args, model, opt, sched, step_loss, epoch, desc):
+    """An epoch of ``args.steps`` clipped steps; ``step_loss(rng)`` as ``loss_of``."""
+    rng = np.random.default_rng([args.seed, epoch])
+    metrics = optimize(args, opt, lambda _: step_loss(rng), smoke_limit(range(args.steps)),
+                       args.steps, f"{desc} epoch {epoch + 1}", list(model.parameters()),
+                       sched)
+    return {**metrics, "lr": sched.get_last_lr()[0]}
 
 
 def lm_parser(name, doc, epochs, lr=3e-3, sampling=True):

@@ -20,8 +20,8 @@ import lezero.functions as F
 from lezero import optim
 from lezero.nn.models import get_model
 
-from _common import batches, check_args, fit, make_parser, mean, to_device, write_summary
-from _lang import progress
+from _common import batches, check_args, fit, make_parser, to_device, write_summary
+from _lang import optimize
 
 PAD, BOS, EOS = 0, 1, 2
 FORMATS = ["%B %d, %Y", "%d %B %Y", "%d %b %Y", "%b %d %Y", "%d/%m/%Y", "%Y.%m.%d",
@@ -77,22 +77,16 @@ def main():
     print(f"GRU seq2seq: {model.num_parameters():,} parameters; e.g. {train[0][0]!r} -> "
           f"{train[0][1]!r}")
 
+    def loss_of(batch):
+        xb, yb = to_device(args, *batch)
+        logits = model(xb, yb[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, 14), yb[:, 1:].reshape(-1))
+
     def train_epoch(epoch):
-        losses = []
-        steps = -(-len(x_train) // args.batch_size)
-        bar = progress(steps, f"seq2seq epoch {epoch + 1}", args)
-        for xb, yb in batches((x_train, y_train), args.batch_size, args.seed, epoch):
-            logits = model(to_device(args, xb), to_device(args, yb[:, :-1]))
-            target = to_device(args, yb[:, 1:]).reshape(-1)
-            loss = F.cross_entropy(logits.reshape(-1, 14), target)
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            losses.append(loss.item())
-            bar.update()
-        bar.close()
-        return {"loss": mean(losses)}
+        return optimize(args, opt, loss_of,
+                        batches((x_train, y_train), args.batch_size, args.seed, epoch),
+                        -(-len(x_train) // args.batch_size), f"seq2seq epoch {epoch + 1}",
+                        clip=list(model.parameters()))
 
     t0 = time.perf_counter()
     fit(args, {"model": model}, {"optimizer": opt}, train_epoch,

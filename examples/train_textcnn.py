@@ -19,9 +19,8 @@ import lezero.functions as F
 from lezero import optim
 from lezero.nn.models import get_model
 
-from _common import accuracy, batches, check_args, fit, make_parser, mean, to_device, \
-    write_summary
-from _lang import progress
+from _common import accuracy, batches, check_args, fit, make_parser, to_device, write_summary
+from _lang import optimize
 
 SUBJECTS = ["the soup", "the film", "the hotel", "the service", "the book", "the coffee",
             "our room", "the music", "the staff", "the pizza"]
@@ -86,18 +85,12 @@ def main():
           f"{len(x_train)} training reviews")
 
     def train_epoch(epoch):
-        losses = []
-        steps = -(-len(x_train) // args.batch_size)
-        bar = progress(steps, f"textcnn epoch {epoch + 1}", args)
-        for xb, tb in batches((x_train, t_train), args.batch_size, args.seed, epoch):
-            loss = F.cross_entropy(model(to_device(args, xb)), to_device(args, tb))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            bar.update()
-        bar.close()
-        return {"loss": mean(losses)}
+        def loss_of(batch):
+            xb, tb = to_device(args, *batch)
+            return F.cross_entropy(model(xb), tb)
+        return optimize(args, opt, loss_of,
+                        batches((x_train, t_train), args.batch_size, args.seed, epoch),
+                        -(-len(x_train) // args.batch_size), f"textcnn epoch {epoch + 1}")
 
     t0 = time.perf_counter()
     fit(args, {"model": model}, {"optimizer": opt}, train_epoch,

@@ -21,8 +21,8 @@ from lezero.nn.models import get_model
 from lezero.nn.models.word2vec import (NegativeSampler, build_vocab, skipgram_pairs,
                                        subsample, tokenize)
 
-from _common import check_args, fit, make_parser, mean, smoke_limit, write_summary
-from _lang import progress
+from _common import check_args, fit, make_parser, smoke_limit, write_summary
+from _lang import optimize
 
 
 def pair_auc(model, ids, args, negatives, rng):
@@ -62,18 +62,14 @@ def main():
         rng = np.random.default_rng([args.seed, epoch])
         c, o = skipgram_pairs(subsample(train, counts, rng, args.subsample), args.window, rng)
         order = rng.permutation(len(c))
-        starts = list(smoke_limit(range(0, len(c), args.batch_size)))
-        bar, losses = progress(len(starts), f"word2vec epoch {epoch + 1}"), []
-        for i in starts:
-            b = order[i:i + args.batch_size]
-            loss = model(c[b], o[b], negatives((len(b), args.negatives), rng))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            bar.update()
-        bar.close()
-        return {"loss": mean(losses), "pairs": len(c)}
+
+        def loss_of(start):
+            b = order[start:start + args.batch_size]
+            return model(c[b], o[b], negatives((len(b), args.negatives), rng))
+        starts = range(0, len(c), args.batch_size)
+        metrics = optimize(args, opt, loss_of, smoke_limit(starts), len(starts),
+                           f"word2vec epoch {epoch + 1}")
+        return {**metrics, "pairs": len(c)}
 
     t0 = time.perf_counter()
     fit(args, {"model": model}, {"optimizer": opt}, train_epoch,

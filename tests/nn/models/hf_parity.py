@@ -73,5 +73,17 @@ def assert_grads_match(ours, ref, our_loss, their_loss, atol=2e-5):
     assert compared >= 5
 
 
+def check_loss_and_grads(ours, ref, ids, labels, mask=None):
+    """Our ``loss(ids, labels, attention_mask=mask)`` and HF's ``loss`` (labels given)
+    agree, and so does every parameter's gradient after both backward passes."""
+    import torch
+    loss = ours.loss(ids, labels, attention_mask=mask)
+    loss.backward()
+    theirs = ref(torch.as_tensor(ids), labels=torch.as_tensor(labels),
+                 attention_mask=None if mask is None else torch.as_tensor(mask)).loss
+    theirs.backward()
+    assert_grads_match(ours, ref, loss, theirs)
+
+
 def random_ids(shape, vocab, seed=0, low=1):
     return np.random.default_rng(seed).integers(low, vocab, shape).astype(np.int64)

@@ -2,13 +2,11 @@
 logits agree with and without a padding mask, and so do the loss and every gradient."""
 import numpy as np
 import pytest
-import torch
-
 import lezero as lz
 from lezero.nn import models
 from lezero.nn.models.bert import mlm_mask
 
-from tests.nn.models.hf_parity import (assert_grads_match, build_pair, logits_pair,
+from tests.nn.models.hf_parity import (build_pair, check_loss_and_grads, logits_pair,
                                        random_ids, transformers)  # noqa: F401
 
 SMALL = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -61,12 +59,7 @@ def test_mlm_loss_and_gradients_match_hf(transformers, tied):
     mask[1, 6:] = 0
     labels = np.full_like(ids, -100)
     labels[:, [1, 4]] = ids[:, [1, 4]]
-    loss = ours.loss(ids, labels, attention_mask=mask)
-    loss.backward()
-    theirs = ref(torch.as_tensor(ids), attention_mask=torch.as_tensor(mask),
-                 labels=torch.as_tensor(labels)).loss
-    theirs.backward()
-    assert_grads_match(ours, ref, loss, theirs)
+    check_loss_and_grads(ours, ref, ids, labels, mask)
 
 
 def test_tied_weights_are_one_parameter():

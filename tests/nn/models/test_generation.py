@@ -96,3 +96,20 @@ def test_generate_rejects_bad_arguments(model):
         model.generate(np.array([[1, 2]]), 2, attention_mask=np.array([[1, 0]]))
     with pytest.raises(ValueError, match="top_k"):
         model.generate(np.array([[1, 2]]), 2, do_sample=True, top_k=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_cupy_logits_and_generation_match_numpy(name):
+    import cupy
+    lz.manual_seed(0)
+    m = models.get_model(name, **(GPT2 if name == "gpt2" else LLAMA)).eval()
+    ids = np.random.default_rng(0).integers(0, 53, (2, 7))
+    with lz.no_grad():
+        cpu = m(ids).data
+    want = m.generate(ids[:, :3], 6)
+    m.to_gpu()
+    with lz.no_grad():
+        gpu = cupy.asnumpy(m(cupy.asarray(ids)).data)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(m.generate(cupy.asarray(ids[:, :3]), 6), want)

@@ -7,7 +7,7 @@ import torch
 
 from lezero.nn import models
 
-from tests.nn.models.hf_parity import (assert_grads_match, build_pair, logits_pair,
+from tests.nn.models.hf_parity import (build_pair, check_loss_and_grads, logits_pair,
                                        random_ids, transformers)  # noqa: F401
 
 SMALL = dict(vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=24,
@@ -52,11 +52,7 @@ def test_loss_and_gradients_match_hf(transformers):
     ids = random_ids((2, 8), 99, seed=4)
     labels = ids.copy()
     labels[0, :3] = -100
-    loss = ours.loss(ids, labels)
-    loss.backward()
-    theirs = ref(torch.as_tensor(ids), labels=torch.as_tensor(labels)).loss
-    theirs.backward()
-    assert_grads_match(ours, ref, loss, theirs)
+    check_loss_and_grads(ours, ref, ids, labels)
 
 
 def test_greedy_generation_matches_hf(transformers):

@@ -9,7 +9,7 @@ import lezero as lz
 from lezero.nn import models
 from lezero.nn.models.rotary import apply_rotary, rope_inv_freq, rotary_cos_sin
 
-from tests.nn.models.hf_parity import (assert_grads_match, build_pair, logits_pair,
+from tests.nn.models.hf_parity import (build_pair, check_loss_and_grads, logits_pair,
                                        random_ids, transformers)  # noqa: F401
 
 SMALL = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -58,12 +58,9 @@ def test_loss_and_gradients_match_hf(transformers):
     ids = random_ids((2, 10), 99, seed=2)
     mask = np.ones_like(ids)
     mask[1, :2] = 0
-    loss = ours.loss(ids, attention_mask=mask)
-    loss.backward()
-    theirs = ref(torch.as_tensor(ids), attention_mask=torch.as_tensor(mask),
-                 labels=torch.as_tensor(ids)).loss
-    theirs.backward()
-    assert_grads_match(ours, ref, loss, theirs)
+    labels = ids.copy()
+    labels[mask == 0] = -100
+    check_loss_and_grads(ours, ref, ids, labels, mask)
 
 
 def test_rotary_keeps_norms_and_depends_on_distance_only():
