@@ -1,7 +1,7 @@
 """Train word2vec (skip-gram with negative sampling) on LeZero's shipped story.
 
 Words are lower-cased tokens of the story; the first 90% trains, the last 10% is held
-out.  Each epoch draws the (centre, context) pairs afresh (Mikolov's random window,
+out.  Each pass over the text draws the (centre, context) pairs afresh (Mikolov's random window,
 frequent words subsampled) and 5 negatives per pair from the unigram distribution to
 the 3/4.  The result is measured on the held-out text: how often a real (centre,
 context) pair scores higher than the centre with a random word (the pair AUC; 0.5 is
@@ -34,7 +34,9 @@ def pair_auc(model, ids, args, negatives, rng):
 
 
 def main():
-    p = make_parser("word2vec", __doc__, epochs=150, batch_size=256, lr=0.01)
+    p = make_parser("word2vec", __doc__, epochs=15, batch_size=256, lr=0.01)
+    p.add_argument("--passes", type=int, default=10,
+                   help="passes over the text per epoch (the story is short)")
     p.add_argument("--text", help="a UTF-8 text file (default: LeZero's shipped story)")
     p.add_argument("--dim", type=int, default=16, help="embedding size")
     p.add_argument("--window", type=int, default=3, help="largest context distance")
@@ -59,17 +61,22 @@ def main():
           f"{args.min_count}), {model.num_parameters():,} parameters")
 
     def train_epoch(epoch):
+        """``--passes`` times: fresh (subsampled, windowed) pairs, shuffled, in batches."""
         rng = np.random.default_rng([args.seed, epoch])
-        c, o = skipgram_pairs(subsample(train, counts, rng, args.subsample), args.window, rng)
-        order = rng.permutation(len(c))
+        batches = []
+        for _ in range(1 if args.smoke else args.passes):
+            c, o = skipgram_pairs(subsample(train, counts, rng, args.subsample),
+                                  args.window, rng)
+            order = rng.permutation(len(c))
+            batches += [(c[order[i:i + args.batch_size]], o[order[i:i + args.batch_size]])
+                        for i in range(0, len(c), args.batch_size)]
 
-        def loss_of(start):
-            b = order[start:start + args.batch_size]
-            return model(c[b], o[b], negatives((len(b), args.negatives), rng))
-        starts = range(0, len(c), args.batch_size)
-        metrics = optimize(args, opt, loss_of, smoke_limit(starts), len(starts),
+        def loss_of(batch):
+            centre, context = batch
+            return model(centre, context, negatives((len(centre), args.negatives), rng))
+        metrics = optimize(args, opt, loss_of, smoke_limit(batches), len(batches),
                            f"word2vec epoch {epoch + 1}")
-        return {**metrics, "pairs": len(c)}
+        return {**metrics, "pairs": sum(len(b[0]) for b in batches)}
 
     t0 = time.perf_counter()
     fit(args, {"model": model}, {"optimizer": opt}, train_epoch,

@@ -32,7 +32,7 @@ COMMON_IGNORED = frozenset({
     "decoder_start_token_id", "tokenizer_class", "prefix", "task_specific_params",
     "finetuning_task", "_attn_implementation", "attn_implementation", "pruned_heads",
     "torchscript", "tie_encoder_decoder", "cross_attention_hidden_size", "_commit_hash",
-    "_experts_implementation"})
+    "_experts_implementation", "gradient_checkpointing"})
 
 # HF's ACT2FN names -> LeZero functions ("gelu" is erf-exact; the "new"/"fast"/"tanh"
 # variants are the tanh approximation, the same function in every spelling).
@@ -76,12 +76,14 @@ def require_false(model, cfg, *names):
 
 
 def resolve_config(model, fields, kwargs, aliases=None, ignored=()):
-    """The checked config of ``model`` as a namespace.
+    """The checked config of ``model`` as a namespace (``config=`` a HF config or dict
+    may stand for the fields).
 
     ``fields``: name -> (default, kind) (kinds in ``_check_field``); ``aliases``: HF's
     ``attribute_map`` (``hidden_size`` -> ``n_embd`` for GPT-2); ``ignored``: fields of
     this model's HF config that do not change its computation here."""
     aliases = aliases or {}
+    kwargs = _expand_config(model, kwargs)
     values = {name: default for name, (default, _) in fields.items()}
     unknown = []
     for key, value in kwargs.items():
@@ -96,6 +98,21 @@ def resolve_config(model, fields, kwargs, aliases=None, ignored=()):
     for name, (_, kind) in fields.items():
         values[name] = _check_field(model, name, kind, values[name])
     return SimpleNamespace(**values)
+
+
+def _expand_config(model, kwargs):
+    """``config=`` (a transformers config, anything with ``to_dict()``, or a dict) spread
+    into the keyword arguments; fields given explicitly win."""
+    if "config" not in kwargs:
+        return kwargs
+    kwargs = dict(kwargs)
+    config = kwargs.pop("config")
+    if hasattr(config, "to_dict"):
+        config = config.to_dict()
+    if not isinstance(config, dict):
+        raise TypeError(f"{model}: config must be a transformers config or a dict, got "
+                        f"{describe(config)}")
+    return {**config, **kwargs}
 
 
 def activation(name):

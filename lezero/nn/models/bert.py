@@ -34,8 +34,9 @@ BERT_FIELDS = {
     "initializer_range": (0.02, "float"), "layer_norm_eps": (1e-12, "eps"),
     "pad_token_id": (0, "id?"), "tie_word_embeddings": (True, "bool"),
     "is_decoder": (False, "bool"), "add_cross_attention": (False, "bool"),
+    "position_embedding_type": ("absolute", "any"),
 }
-BERT_IGNORED = {"classifier_dropout", "position_embedding_type"}
+BERT_IGNORED = {"classifier_dropout"}
 
 
 class BertEmbeddings(nn.Module):
@@ -217,6 +218,10 @@ class BertForMaskedLM(nn.Module):
         super().__init__()
         cfg = resolve_config("BertForMaskedLM", BERT_FIELDS, config, ignored=BERT_IGNORED)
         require_false("BertForMaskedLM", cfg, "is_decoder", "add_cross_attention")
+        if cfg.position_embedding_type != "absolute":
+            raise NotImplementedError(f"BertForMaskedLM: position_embedding_type "
+                                      f"{cfg.position_embedding_type!r} is not supported "
+                                      f"(only 'absolute')")
         if cfg.hidden_size % cfg.num_attention_heads:
             raise ValueError(f"BertForMaskedLM: hidden_size ({cfg.hidden_size}) must be "
                              f"divisible by num_attention_heads ({cfg.num_attention_heads})")

@@ -39,7 +39,8 @@ GPT2_ALIASES = {"hidden_size": "n_embd", "max_position_embeddings": "n_positions
                 "num_attention_heads": "n_head", "num_hidden_layers": "n_layer"}
 # Fields of GPT2Config for the sequence-summary (classification) heads, not this model.
 GPT2_IGNORED = {"summary_type", "summary_use_proj", "summary_activation",
-                "summary_proj_to_labels", "summary_first_dropout", "pad_token_id"}
+                "summary_proj_to_labels", "summary_first_dropout", "pad_token_id",
+                "n_ctx"}   # n_ctx: older configs' copy of n_positions
 
 
 class Conv1D(nn.Module):

@@ -87,6 +87,12 @@ def test_config_errors_name_the_field():
         models.get_model("bert", hidden_act="gelu2", **SMALL)
     with pytest.raises(NotImplementedError, match="is_decoder"):
         models.get_model("bert", is_decoder=True, **SMALL)
+    with pytest.raises(NotImplementedError, match="relative_key"):
+        models.get_model("bert", position_embedding_type="relative_key", **SMALL)
+    with pytest.raises(TypeError, match="config must be"):
+        models.get_model("bert", config=3)
+    m = models.get_model("bert", config=SMALL, num_hidden_layers=1)    # explicit wins
+    assert m.config.hidden_size == 32 and len(m.bert.encoder.layer) == 1
 
 
 def test_forward_input_errors():

@@ -94,3 +94,13 @@ def test_config_defaults_and_errors():
         models.get_model("llama", rope_parameters={"rope_type": "yarn"}, **SMALL)
     with pytest.raises(TypeError, match="num_kv_heads"):
         models.get_model("llama", num_kv_heads=2)
+
+
+def test_config_object_is_accepted(transformers):
+    ours, ref = llama_pair(transformers, tie_word_embeddings=True)
+    again = models.get_model("llama", config=ref.config)
+    assert again.config.num_key_value_heads == 2 and again.config.tie_word_embeddings
+    again.load_state_dict(ours.state_dict(), strict=True)
+    ids = random_ids((1, 5), 99)
+    with lz.no_grad():
+        np.testing.assert_allclose(again.eval()(ids).data, ours(ids).data, rtol=1e-6)
