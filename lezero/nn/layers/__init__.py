@@ -5,6 +5,7 @@ from lezero.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid
                                          Softmin, Softplus, Softsign, Tanh, Tanhshrink,
                                          Hardshrink, Softshrink, Threshold, RReLU)
 from lezero.nn.layers.attention import MultiheadAttention
+from lezero.nn.layers.moe import MixtureOfExperts
 from lezero.nn.layers.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
                                    ConvTranspose3d, LazyConv1d, LazyConv2d, LazyConv3d,
                                    LazyConvTranspose1d, LazyConvTranspose2d,
@@ -84,4 +85,6 @@ __all__ = [
     # attention and transformers
     "MultiheadAttention", "TransformerEncoderLayer", "TransformerDecoderLayer",
     "TransformerEncoder", "TransformerDecoder", "Transformer",
+    # sparse layers
+    "MixtureOfExperts",
 ]

@@ -19,6 +19,15 @@ from lezero.nn.models.seq2seq import PositionalEncoding, Seq2SeqTransformer
 from lezero.nn.models.vae import VAE, vae_loss
 from lezero.nn.models.vgg import VGG, vgg11, vgg11_bn, vgg16, vgg16_bn
 from lezero.nn.models.registry import get_model, list_models, register_model
+# Language models (Hugging Face layouts and more); each registers itself.
+from lezero.nn.models.bert import BertForMaskedLM
+from lezero.nn.models.gpt2 import GPT2LMHeadModel
+from lezero.nn.models.llama import LlamaForCausalLM
+from lezero.nn.models.generation import KVCache
+from lezero.nn.models.word2vec import SkipGram
+from lezero.nn.models.textcnn import TextCNN
+from lezero.nn.models.gru_seq2seq import GRUSeq2Seq
+from lezero.nn.models.moe import MoETransformerLM
 
 # The models that existed before the registry, by the names torchvision and their
 # references use; new model modules register themselves with @register_model.
@@ -37,4 +46,5 @@ __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "Re
            "InvertedResidual", "mobilenet_v2", "CharLSTM", "Seq2SeqTransformer",
            "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
            "DCGANDiscriminator", "dcgan_weights_init", "get_model", "list_models",
-           "register_model"]
+           "register_model", "BertForMaskedLM", "GPT2LMHeadModel", "LlamaForCausalLM",
+           "KVCache", "SkipGram", "TextCNN", "GRUSeq2Seq", "MoETransformerLM"]
