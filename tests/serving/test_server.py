@@ -232,6 +232,8 @@ def test_unknown_routes_and_methods_answer_in_the_error_form(server):
 def test_metrics_count_requests_batches_and_padding(server, client):
     x = np.zeros((1, 4), np.float32)
     client.infer("mlp", [infer_input("input__0", x)])
+    bad = httpx.post(server.url + "/v2/models/mlp/infer", content=b"{not json")
+    assert bad.status_code == 400            # this test makes its own failed request
     text = httpx.get(server.url + "/metrics").text
     assert "# TYPE lezero_batch_size histogram" in text
     lines = dict(line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
