@@ -11,20 +11,19 @@ Arrays are NumPy or CuPy arrays (a Variable gives its ``.data``; use the differe
 reductions and come back as numbers.  Arrays never go through pickle; only the
 ``*_object`` methods carry Python objects (pickled, as bytes through the same buffers).
 """
-import pickle
-
 import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable
 from lezero.parallel import stall, wire
+from lezero.parallel.p2p import PointToPoint
 from lezero.parallel.requests import Request
 from lezero.utils.checks import check_choice, check_int, check_number, describe
 
 OPS = ("sum", "mean", "max", "min", "prod")
 
 
-class Communicator:
+class Communicator(PointToPoint):
     """``rank`` (this process, 0..size-1) of ``size`` ranks; see the module docstring.
 
     ``timeout``: seconds any wait may last before a stall report (settable).
@@ -103,6 +102,13 @@ class Communicator:
         return (arr.dtype == wire_dtype and arr.flags.c_contiguous
                 and (xp is np or self.cuda_aware))
 
+    def _reduced(self, recv, op, dtype, bits, xp, out=None):
+        """A reduction's received buffer as the result: divided for "mean", converted
+        back to ``dtype`` on ``xp``'s device (into ``out`` when given)."""
+        if op == "mean" and self.size > 1:
+            recv[...] = recv / self.size
+        return wire.from_wire(recv, dtype, bits, xp, out)
+
     def _request(self, kind, detail, finish, collective=True, **start):
         seq = self._tracker.enter(kind, detail) if collective else None
         raw = self._start(kind, **start)
@@ -131,12 +137,9 @@ class Communicator:
         in_place = out is arr and self._direct(arr, wdt)
         send = None if in_place else wire.to_wire(arr, wdt, bits, self.cuda_aware)
         recv = arr if in_place else wire.empty_wire(arr.shape, wdt, xp, self.cuda_aware)
-        size = self.size
 
         def finish():
-            if op == "mean" and size > 1:
-                recv[...] = recv / size
-            return wire.from_wire(recv, arr.dtype, bits, xp, out)
+            return self._reduced(recv, op, arr.dtype, bits, xp, out)
 
         detail = self._detail(arr, ", ".join(s for s in (label, op) if s))
         return self._request("allreduce", detail, finish, send=send, recv=recv, op=op)
@@ -162,16 +165,11 @@ class Communicator:
         xp = cuda.get_array_module(arr)
         wdt, bits = wire.plan(arr.dtype, True)
         send = wire.to_wire(arr, wdt, bits, self.cuda_aware)
-        recv = wire.empty_wire(arr.shape, wdt, xp, self.cuda_aware) \
-            if self.rank == root else None
-        size, mine = self.size, self.rank == root
+        mine = self.rank == root
+        recv = wire.empty_wire(arr.shape, wdt, xp, self.cuda_aware) if mine else None
 
         def finish():
-            if not mine:
-                return None
-            if op == "mean" and size > 1:
-                recv[...] = recv / size
-            return wire.from_wire(recv, arr.dtype, bits, xp)
+            return self._reduced(recv, op, arr.dtype, bits, xp) if mine else None
 
         return self._request("reduce", self._detail(arr, f"{op} to rank {root}"), finish,
                              send=send, recv=recv, op=op, peer=root)
@@ -192,12 +190,9 @@ class Communicator:
         wdt, bits = wire.plan(arr.dtype, True)
         send = wire.to_wire(blocks, wdt, bits, self.cuda_aware)
         recv = wire.empty_wire(chunk_shape, wdt, xp, self.cuda_aware)
-        size = self.size
 
         def finish():
-            if op == "mean" and size > 1:
-                recv[...] = recv / size
-            return wire.from_wire(recv, arr.dtype, bits, xp)
+            return self._reduced(recv, op, arr.dtype, bits, xp)
 
         return self._request("reduce_scatter", self._detail(arr, f"{op}, axis {axis}"),
                              finish, send=send, recv=recv, op=op)
@@ -300,67 +295,6 @@ class Communicator:
         """Wait until every rank has reached this barrier."""
         self.ibarrier().wait()
 
-    # ----- point to point -----------------------------------------------------------
-    def isend(self, x, dest, tag=0):
-        """Start sending ``x`` to rank ``dest``; do not modify ``x`` before ``wait()``."""
-        where = "Communicator.send"
-        arr, _ = self._array(where, x)
-        dest = self._root(where, dest, "dest")
-        tag = check_int(where, "tag", tag, 0, 30000)
-        wdt, bits = wire.plan(arr.dtype, False)
-        buf = wire.to_wire(arr, wdt, bits, self.cuda_aware)
-
-        def finish(keep=buf):          # the buffer must live until the send completes
-            return None
-
-        return self._request("send", self._detail(arr, f"to rank {dest}, tag {tag}"),
-                             finish, collective=False, send=buf, peer=dest, tag=tag)
-
-    def send(self, x, dest, tag=0):
-        """Send ``x`` to rank ``dest`` (which calls ``recv`` with a buffer like it)."""
-        self.isend(x, dest, tag).wait()
-
-    def irecv(self, buf, source, tag=0):
-        """Start receiving into the array ``buf``; ``wait()`` returns ``buf``."""
-        where = "Communicator.recv"
-        arr, _ = self._array(where, buf)
-        source = self._root(where, source, "source")
-        tag = check_int(where, "tag", tag, 0, 30000)
-        xp = cuda.get_array_module(arr)
-        wdt, bits = wire.plan(arr.dtype, False)
-        wbuf = arr if self._direct(arr, wdt) else wire.empty_wire(arr.shape, wdt, xp,
-                                                                   self.cuda_aware)
-
-        def finish():
-            return arr if wbuf is arr else wire.from_wire(wbuf, arr.dtype, bits, xp, arr)
-
-        return self._request("recv", self._detail(arr, f"from rank {source}, tag {tag}"),
-                             finish, collective=False, recv=wbuf, peer=source, tag=tag)
-
-    def recv(self, buf, source, tag=0):
-        """Receive an array sent by rank ``source`` into ``buf`` (its shape and dtype must
-        match the sent array's); returns ``buf``."""
-        return self.irecv(buf, source, tag).wait()
-
-    # ----- Python objects (pickled into bytes, then the buffer path) ----------------
-    def bcast_object(self, obj=None, root=0):
-        """Root's Python object on every rank."""
-        root = self._root("Communicator.bcast_object", root)
-        data = _pickle(obj) if self.rank == root else np.empty(0, np.uint8)
-        n = self.bcast(np.array([data.size], np.int64), root)
-        if self.rank != root:
-            data = np.empty(int(n[0]), np.uint8)
-        return pickle.loads(self.bcast(data, root).tobytes())
-
-    def allgather_object(self, obj):
-        """A list of every rank's Python object, in rank order."""
-        data = _pickle(obj)
-        sizes = self.allgather(np.array([data.size], np.int64))[:, 0]
-        padded = np.zeros(int(sizes.max()), np.uint8)
-        padded[:data.size] = data
-        rows = self.allgather(padded)
-        return [pickle.loads(rows[r, :int(sizes[r])].tobytes()) for r in range(self.size)]
-
     # ----- sub-groups ---------------------------------------------------------------
     def split(self, color, key=None, name=None):
         """Collective: ranks with the same ``color`` (an int >= 0) form a new
@@ -380,7 +314,3 @@ def _check_reducible(where, dtype, op):
     if op == "mean" and np.dtype(dtype).kind in "biu":
         raise TypeError(f"{where}: op='mean' needs a floating-point array, got dtype "
                         f"{dtype} (sum it and divide, or cast it first)")
-
-
-def _pickle(obj):
-    return np.frombuffer(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), np.uint8)

@@ -69,13 +69,21 @@ class Reducer:
         if not self.sync:
             return
         r = self.round or self.begin_round()
-        b, k, _ = self._where[p]
+        b, k, i = self._where[p]
         if p in r.ready:
+            # A second completion in one backward: an inner backward (recomputation) or a
+            # use find_unused_parameters did not see.  Before the bucket starts, the slot
+            # simply takes the new total; after, the sent value would be stale.
+            if b.index >= r.launched:
+                b.copy_in(k)
+                if r.used is not None:
+                    r.used[i] = 1
+                return
             raise RuntimeError(
-                f"DataParallel: parameter '{b.names[k]}' got a gradient after it was marked "
-                "ready in this round (find_unused_parameters found it unreachable from the "
-                "forward's output, yet backward reached it: is it used outside the wrapped "
-                "module's forward?)")
+                f"DataParallel: parameter '{b.names[k]}' received more gradient after its "
+                f"bucket's all-reduce had started (its hook ran twice in one backward: is "
+                "it used outside the wrapped module's forward, or both inside and outside "
+                "a checkpointed segment?); the averaged gradient would be stale")
         now = time.perf_counter()
         if r.first_grad is None:
             r.first_grad = now

@@ -1,18 +1,21 @@
 """``Request``: a communication in flight, and the one waiting loop every wait goes through.
 
 Every operation of a ``Communicator`` starts as a non-blocking MPI request; blocking calls
-wait on it here.  Waiting polls ``Test`` -- a short spin, then sleeps that grow to 1 ms, so
-a rank that waits leaves the CPU to ranks that compute (mpiexec puts several ranks on one
-core at times) -- against a deadline.  Past the deadline the wait prints a stall report
+wait on it here.  Waiting polls ``Test`` against a deadline: for the first 5 ms without
+sleeping (MPI's rendezvous protocols need both sides to poll; between polls it yields the
+core to any other runnable process), then with sleeps that grow to 1 ms, so a rank that
+waits long leaves the CPU to ranks that compute (mpiexec puts several ranks on one core
+at times).  Past the deadline the wait prints a stall report
 (which ranks have not arrived at this operation, see ``stall.py``) and raises
 ``CollectiveTimeoutError``; while waiting it answers the stall queries of other ranks.
 """
+import os
 import time
 
 __all__ = ["Request", "CollectiveTimeoutError", "wait_all"]
 
-_SPINS = 200           # Test calls before the first sleep (a few microseconds each)
-_MAX_SLEEP = 1e-3
+_SPIN_S = 5e-3         # poll without sleeping this long (yielding the core when asked)
+_MAX_SLEEP = 1e-3      # then sleep between polls, growing to this
 
 
 class CollectiveTimeoutError(TimeoutError):
@@ -115,6 +118,7 @@ def wait_all(requests, timeout=None, on_complete=None):
 
 def _poll(pending, limit, start, on_complete):
     spins, sleep = 0, 2e-5
+    spin_until = start + _SPIN_S
     while pending:
         still = []
         for r in pending:
@@ -127,11 +131,14 @@ def _poll(pending, limit, start, on_complete):
         if not pending:
             return
         spins += 1
-        if spins < _SPINS:
+        now = time.perf_counter()
+        if now < spin_until:          # a message protocol needs both sides to poll: stay
+            if spins > 50:            # close, but let other runnable processes have the core
+                os.sched_yield()
             continue
         from lezero.parallel import stall
         stall.service_all()
-        waited = time.perf_counter() - start
+        waited = now - start
         if waited > limit:
             raise CollectiveTimeoutError(stall.report(pending[0], waited))
         time.sleep(sleep)

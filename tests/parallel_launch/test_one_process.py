@@ -345,3 +345,45 @@ def test_excepthook_prints_the_traceback_and_aborts(capsys):
     err = capsys.readouterr().err
     assert "rank 1 of 4 raised an uncaught exception; aborting all 4 ranks" in err
     assert "[rank 1] ValueError: boom" in err
+
+
+class _Recompute(lz.Function):
+    """A checkpoint-like operator: its backward recomputes ``fn`` and runs an inner
+    backward, which accumulates into (and fires the hooks of) the parameters inside."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def forward(self, x):
+        with lz.no_grad():
+            return self.fn(lz.Variable(x)).data
+
+    def backward(self, gy):
+        x = lz.Variable(self.inputs[0].data)
+        with lz.enable_grad():
+            self.fn(x).backward(grad=gy)
+        return x.grad
+
+
+def test_a_parameter_completed_twice_in_one_backward(comm):
+    """Its hook runs in the outer and in an inner backward: the bucket takes the total."""
+    def run(wrap):
+        lz.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 4, bias=False))
+        first, shared = model[0], model[1]
+
+        def forward(x):
+            h = first(x)
+            return _Recompute(shared)(h) + shared(h)
+        dp = parallel.DataParallel(model, comm) if wrap else model
+        x = np.ones((2, 3), np.float32)
+        if wrap:
+            dp(x)                                   # the first forward's check
+        F.sum(forward(x) ** 2).backward()
+        return [p.grad.data.copy() for p in model.parameters()], dp
+
+    plain, _ = run(False)
+    wrapped, dp = run(True)
+    for a, b in zip(wrapped, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    assert len(dp.timeline()) == 1
