@@ -27,8 +27,9 @@ def fit(sizes, seconds, ranks, small_max=64, large_min=2 ** 18):
     sizes, seconds = np.asarray(sizes, float), np.asarray(seconds, float)
     alpha = float(np.min(seconds[sizes <= small_max])) / (2 * (ranks - 1))
     big = sizes >= large_min
-    n, t = sizes[big], seconds[big] - 2 * (ranks - 1) * alpha
-    slope = float(np.sum(n * t) / np.sum(n * n))
+    n, t = sizes[big], seconds[big]
+    w = 1.0 / t ** 2                                    # minimise sum ((model - t) / t)^2
+    slope = float(np.sum(w * n * (t - 2 * (ranks - 1) * alpha)) / np.sum(w * n * n))
     beta = max(slope, 0.0) / (2 * (ranks - 1) / ranks)
     return alpha, beta
 

@@ -197,8 +197,12 @@ def predict(compute, dp, ranks, alpha, beta):
     step (``compute``: the plain model on every rank at once) and the fitted all-reduce:
     ideal overlap, none, and with the overlap fraction the timeline measured."""
     f, b, o = compute["forward_s"], compute["backward_s"], compute["optimizer_s"]
-    ideal = step_time(f, b, o, dp["ready_s"], dp["buckets"], ranks, alpha, beta, True)
-    none = step_time(f, b, o, dp["ready_s"], dp["buckets"], ranks, alpha, beta, False)
+    # The timeline gives the shape of gradient production (when each bucket was ready),
+    # the compute run its duration: hooks and contention stretch a DP run's backward.
+    last = max(dp["ready_s"]) or 1.0
+    ready = [r / last * b for r in dp["ready_s"]]
+    ideal = step_time(f, b, o, ready, dp["buckets"], ranks, alpha, beta, True)
+    none = step_time(f, b, o, ready, dp["buckets"], ranks, alpha, beta, False)
     comm = sum(allreduce_time(n, ranks, alpha, beta) for n in dp["buckets"])
     measured_overlap = f + b + o + comm * (1 - dp["overlap_fraction"])
     return {"ideal_s": ideal, "no_overlap_s": none, "with_measured_overlap_s": measured_overlap,
@@ -218,6 +222,7 @@ def rounds(world, name, configs, rounds_n, steps):
 
 
 def print_models(results, alpha, beta):
+    """The weak-scaling table: measured step times beside the cost model's."""
     print("\n== weak scaling on 2 ranks (same per-rank batch); times are medians, ms.")
     print("1 rank: the plain model alone; 2x compute: the plain model on both ranks at once "
           "(no communication); eff = 1 rank / 2 ranks; model: the cost model's step from "
@@ -270,47 +275,65 @@ def print_projection(rows, overlap_fraction):
     print("(the design card claims 92% data-parallel efficiency at 128 nodes)")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer sizes, rounds and steps")
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "bench_ddp.json"))
-    args = ap.parse_args()
-    from lezero import parallel
-    world = parallel.init(timeout=300)
-    rounds_n, steps = (1, 3) if args.quick else (3, 5)
-    sweep = allreduce_sweep(world, args.quick)
-    alpha, beta = fit([n for n, _ in sweep], [t for _, t in sweep], world.size)
-    results = {}
+def measure(world, quick):
+    """Every measurement, as a JSON-able record (rank 0's times)."""
+    rounds_n, steps = (1, 3) if quick else (3, 5)
+    sweep = allreduce_sweep(world, quick)
+    models = {}
     for name in ("mlp", "resnet18", "gpt_mini"):
         configs = [25.0, 1.0, float("inf")]
         if name == "resnet18":
             configs = [0.25, 1.0, 4.0, 16.0, 25.0, float("inf")]
         res = rounds(world, name, configs, rounds_n, steps)
-        for mb in configs:
-            res[mb]["predicted"] = predict(res["concurrent"], res[mb], world.size, alpha,
-                                           beta)
-        results[name] = res
-    if world.rank != 0:
-        return
-    print(f"== all-reduce on {world.size} ranks (MPICH over shared memory, this machine)")
+        models[name] = {str(k): v for k, v in res.items()}
+    return {"date": datetime.date.today().isoformat(), "ranks": world.size,
+            "command": "python benchmarks/bench_ddp.py" + (" --quick" if quick else ""),
+            "allreduce": sweep, "models": models}
+
+
+def analyse(record):
+    """Fit the all-reduce, predict every configuration, project; print it all."""
+    ranks, sweep = record["ranks"], record["allreduce"]
+    alpha, beta = fit([n for n, _ in sweep], [t for _, t in sweep], ranks)
+    record.update(alpha_s=alpha, beta_s_per_byte=beta)
+    print(f"== all-reduce on {ranks} ranks (MPICH over shared memory, this machine), "
+          f"{record['date']}")
     print(f"t = 2(p-1) alpha + 2(p-1)/p n beta: alpha = {alpha * 1e6:.1f} us (messages <= "
           f"64 B), beta = {beta * 1e9:.3f} ns/B = {1 / beta / 1e9:.2f} GB/s (least squares "
           "on messages >= 256 KiB); best of the repetitions")
     print(f"{'bytes':>10}{'measured us':>13}{'model us':>10}{'model/measured':>16}")
     for n, t in sweep:
-        m = allreduce_time(n, world.size, alpha, beta)
+        m = allreduce_time(n, ranks, alpha, beta)
         print(f"{n:>10}{t * 1e6:>13.1f}{m * 1e6:>10.1f}{m / t:>16.2f}")
-    print_models(results, alpha, beta)
-    measured_overlap = results["resnet18"][1.0]["overlap_fraction"]
-    proj = projection(measured_overlap)
-    print_projection(proj, measured_overlap)
-    record = {"date": datetime.date.today().isoformat(), "ranks": world.size,
-              "command": "python benchmarks/bench_ddp.py" + (" --quick" if args.quick else ""),
-              "alpha_s": alpha, "beta_s_per_byte": beta,
-              "allreduce": sweep, "projection": proj,
-              "projection_overlap_from": "resnet18, 1 MiB buckets",
-              "models": {name: {str(k): v for k, v in res.items()}
-                         for name, res in results.items()}}
+    for res in record["models"].values():
+        for key, dp in res.items():
+            if key not in ("alone", "concurrent"):
+                dp["predicted"] = predict(res["concurrent"], dp, ranks, alpha, beta)
+    print_models(record["models"], alpha, beta)
+    overlap = record["models"]["resnet18"]["1.0"]["overlap_fraction"]
+    record["projection"] = projection(overlap)
+    record["projection_overlap_from"] = "resnet18, 1 MiB buckets"
+    print_projection(record["projection"], overlap)
+    return record
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer sizes, rounds and steps")
+    ap.add_argument("--out", default=os.path.join(HERE, "results", "bench_ddp.json"))
+    ap.add_argument("--report", metavar="FILE",
+                    help="only re-analyse and print a recorded run (no MPI needed)")
+    args = ap.parse_args()
+    if args.report:
+        with open(args.report) as f:
+            analyse(json.load(f))
+        return
+    from lezero import parallel
+    world = parallel.init(timeout=300)
+    record = measure(world, args.quick)
+    if world.rank != 0:
+        return
+    record = analyse(record)
     from lezero.utils.files import atomic_write
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     atomic_write(args.out, json.dumps(record, indent=1))
@@ -319,6 +342,6 @@ def main():
 
 if __name__ == "__main__":
     from lezero.parallel._mpi import launched_size
-    if launched_size() == 1:
+    if launched_size() == 1 and "--report" not in sys.argv:
         sys.exit(relaunch())
     main()

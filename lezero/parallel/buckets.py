@@ -2,7 +2,8 @@
 
 Parameters are taken in *reverse* registration order -- roughly the order backward
 produces their gradients, last layer first -- and cut into buckets of about
-``bucket_bytes`` (a bucket never mixes dtypes or devices).  Each bucket owns one flat
+``bucket_bytes`` (a bucket never mixes dtypes or devices).  After the first step the
+Reducer rebuilds them in the order the gradients actually arrived (as PyTorch DDP does).  Each bucket owns one flat
 buffer; a gradient is copied into its slot the moment it is complete, and the bucket's
 all-reduce runs in place on the buffer.
 """
@@ -64,10 +65,12 @@ class Bucket:
             p.grad = Variable((value * scale).astype(g.dtype), requires_grad=False)
 
 
-def build_buckets(named_params, bucket_bytes):
-    """Buckets over ``named_params`` ((name, Parameter) in registration order)."""
+def build_buckets(named_params, bucket_bytes, reverse=True):
+    """Buckets over ``named_params`` ((name, Parameter) pairs), taken in reverse order
+    (registration order given: last layer first), or as given with ``reverse=False``."""
     buckets, current, names, size, key = [], [], [], 0, None
-    for name, p in reversed(list(named_params)):
+    ordered = list(named_params)
+    for name, p in (reversed(ordered) if reverse else ordered):
         this_key = (p.data.dtype, cuda.get_array_module(p.data) is np)
         nbytes = p.data.size * p.data.dtype.itemsize
         if current and (this_key != key or size + nbytes > bucket_bytes):

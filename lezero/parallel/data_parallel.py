@@ -10,7 +10,7 @@ How it works (the same plan as PyTorch DDP):
 * on wrapping, rank 0's parameters and buffers are broadcast, so all replicas start equal
   (and a mismatch between the ranks' models is an error naming the first difference);
 * parameters are cut into buckets of ``bucket_mb`` MiB in reverse registration order
-  (``buckets.py``); each parameter's post-accumulate-grad hook copies its finished
+  (``buckets.py``; rebuilt after the first step in the order gradients arrived); each parameter's post-accumulate-grad hook copies its finished
   gradient into its bucket, and the hook that completes a bucket starts that bucket's
   non-blocking all-reduce -- buckets start in index order on every rank, so the ranks'
   collectives always line up -- while backward goes on computing earlier layers;
@@ -74,13 +74,14 @@ class DataParallel(Module):
                              "one batch through it before wrapping)")
         self._check_replicas(named)
         self._broadcast_state()
-        self._buckets = build_buckets(named, bucket_mb * 2 ** 20)
+        cap = bucket_mb * 2 ** 20
+        buckets = build_buckets(named, cap)
         epoch = time.perf_counter()          # right after a collective: ranks roughly agree
-        self._timeline = Timeline([b.info() for b in self._buckets], comm.rank, comm.size,
-                                  epoch, bucket_mb * 2 ** 20)
-        self._reducer = Reducer(self._buckets, comm, self._timeline,
-                                self.find_unused_parameters)
+        self._timeline = Timeline([b.info() for b in buckets], comm.rank, comm.size, epoch,
+                                  cap)
         self._names = {p: n for n, p in named}
+        self._reducer = Reducer(buckets, comm, self._timeline, self.find_unused_parameters,
+                                self._names, cap)
         self._first_forward_checked = False
         self._join = None
 
@@ -165,8 +166,9 @@ class DataParallel(Module):
 
     @property
     def buckets(self):
-        """[{"index", "params", "bytes", "names"}] per bucket, in launch order."""
-        return [b.info() for b in self._buckets]
+        """[{"index", "params", "bytes", "names"}] per bucket, in launch order (rebuilt
+        after the first synchronised step in the order the gradients arrived)."""
+        return [b.info() for b in self._reducer.buckets]
 
     def remove_hooks(self):
         """Unregister the gradient hooks (the model then trains without averaging)."""
@@ -174,4 +176,4 @@ class DataParallel(Module):
 
     def extra_repr(self):
         return (f"comm={self.comm.name!r} ({self.comm.size} ranks), "
-                f"{len(self._buckets)} buckets of <= {self.bucket_mb:g} MiB")
+                f"{len(self._reducer.buckets)} buckets of <= {self.bucket_mb:g} MiB")

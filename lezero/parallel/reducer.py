@@ -8,11 +8,17 @@ buckets start in index order on every rank.  Other hooks poll the oldest request
 flight, which keeps MPI's progress engine moving while backward computes.  The hook that
 starts the last bucket waits for all of them and writes ``sum / divisor`` back into each
 ``p.grad``: backward returns with averaged gradients.
+
+After the first round the buckets are rebuilt in the order the gradients arrived (rank
+0's order, broadcast, so every rank buckets alike): reverse registration order is only
+a guess -- a layer's bias may finish long after its weight -- and a bucket waits for its
+slowest member.
 """
 import time
 
 import numpy as np
 
+from lezero.parallel.buckets import build_buckets
 from lezero.parallel.requests import wait_all
 
 
@@ -26,6 +32,7 @@ class _Round:
         self.start = [None] * len(buckets)
         self.ready_at = [None] * len(buckets)
         self.first_grad = None
+        self.order = []                          # parameters in the order they completed
         self.used = np.ones(n_params, np.int32) if track_used else None
         self.used_request = None
 
@@ -33,19 +40,39 @@ class _Round:
 class Reducer:
     """The hook state of one DataParallel (see the module docstring)."""
 
-    def __init__(self, buckets, comm, timeline, find_unused):
+    def __init__(self, buckets, comm, timeline, find_unused, names, bucket_bytes):
         self.buckets, self.comm, self.timeline = buckets, comm, timeline
         self.find_unused = find_unused
+        self.names, self.bucket_bytes = names, bucket_bytes    # {param: name}, cap
         self.sync = True
         self.divisor = comm.size
         self.round = None
         self.forward_span = None
         self.steps = 0
-        self._where, self._handles = {}, []
-        for b in buckets:
+        self.rebuilt = False
+        self._index()
+        self._handles = [p.register_post_accumulate_grad_hook(self._on_ready)
+                         for b in buckets for p in b.params]
+
+    def _index(self):
+        self._where = {}
+        for b in self.buckets:
             for k, p in enumerate(b.params):
                 self._where[p] = (b, k, len(self._where))
-                self._handles.append(p.register_post_accumulate_grad_hook(self._on_ready))
+
+    def _rebuild(self, order):
+        """Buckets in the order gradients arrived (rank 0's order on every rank)."""
+        seen = set(order)
+        rest = [p for b in self.buckets for p in b.params if p not in seen]
+        names = self.comm.bcast_object([self.names[p] for p in order + rest], 0)
+        self.rebuilt = True
+        if names == [n for b in self.buckets for n in b.names]:
+            return                                   # the guess was right: keep it all
+        by_name = {n: p for p, n in self.names.items()}
+        self.buckets = build_buckets([(n, by_name[n]) for n in names], self.bucket_bytes,
+                                     reverse=False)
+        self._index()
+        self.timeline.reset([b.info() for b in self.buckets])
 
     def remove(self):
         for h in self._handles:
@@ -89,6 +116,7 @@ class Reducer:
             r.first_grad = now
         r.hooked += 1
         r.ready.add(p)
+        r.order.append(p)
         b.copy_in(k)
         r.pending[b.index] -= 1
         if r.pending[b.index] == 0:
@@ -135,6 +163,8 @@ class Reducer:
             "wait_start": wait_start, "end": end,
             "buckets": [{"ready": r.ready_at[i], "start": r.start[i],
                          "end": req.completed_at} for i, req in enumerate(r.requests)]})
+        if not self.rebuilt:
+            self._rebuild(r.order)
 
     def check_previous_round(self, names):
         """Called by forward: a round that saw gradients but never finished means some
@@ -167,3 +197,5 @@ class Reducer:
             requests.append(self.comm.iallreduce(used, "sum", out=used,
                                                  label="used-parameter map (joined)"))
         wait_all(requests)
+        if not self.rebuilt:          # as the active ranks do after their first round
+            self._rebuild([])

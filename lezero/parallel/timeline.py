@@ -49,6 +49,11 @@ class Timeline:
     def record(self, step):
         self.steps.append(step)
 
+    def reset(self, buckets):
+        """New bucket layout (after the rebuild): forget the steps of the old one."""
+        self.buckets = buckets
+        self.steps.clear()
+
     def __len__(self):
         return len(self.steps)
 
