@@ -47,10 +47,16 @@ def step_time(forward, backward, optimizer, ready, nbytes, ranks, alpha, beta,
 
     ``ready``: per bucket, seconds after backward starts at which its gradients are
     complete (launch order); ``nbytes``: per bucket, its size."""
+    costs = [allreduce_time(n, ranks, alpha, beta) for n in nbytes]
+    return schedule(forward, backward, optimizer, ready, costs, overlap)
+
+
+def schedule(forward, backward, optimizer, ready, costs, overlap=True):
+    """The step's length when bucket i (ready at ``ready[i]``) takes ``costs[i]`` seconds
+    and the all-reduces run one after another (after backward when not ``overlap``)."""
     end = 0.0
-    for r, n in zip(ready, nbytes):
-        start = max(r if overlap else backward, end)
-        end = start + allreduce_time(n, ranks, alpha, beta)
+    for r, c in zip(ready, costs):
+        end = max(r if overlap else backward, end) + c
     return forward + max(backward, end) + optimizer
 
 

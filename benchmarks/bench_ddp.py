@@ -43,7 +43,7 @@ def relaunch():
 import numpy as np  # noqa: E402
 
 from _ddp_model import (allreduce_time, buckets, efficiency, fit, project,  # noqa: E402
-                        step_time)
+                        schedule, step_time)
 
 # The projection's stated assumptions (docs/parallel.md discusses them).
 GPT_PARAMS = 1.5e9                 # a GPT-2-XL-size model
@@ -176,37 +176,56 @@ def run_plain(world, name, steps, concurrent):
     world.barrier()
     times = timed(world, step, steps, alone=not concurrent)
     fwd, bwd, upd = (median([s[i] for s in split]) for i in range(3)) if split else (0, 0, 0)
-    return {"step_s": times, "forward_s": fwd, "backward_s": bwd, "optimizer_s": upd,
-            "params": int(model.num_parameters())}
+    out = {"step_s": times, "forward_s": fwd, "backward_s": bwd, "optimizer_s": upd,
+           "params": int(model.num_parameters())}
+    if concurrent:     # a synchronised step waits for the slower rank: keep the max
+        everyone = world.allgather(np.array(times))
+        out["slowest_step_s"] = everyone.max(axis=0).tolist()
+    return out
 
 
 def merge(runs):
     """Rounds of the same configuration: concatenate the step times, median the rest."""
     out = dict(runs[0])
-    out["step_s"] = [t for r in runs for t in r["step_s"]]
+    for key in ("step_s", "slowest_step_s"):
+        if key in out:
+            out[key] = [t for r in runs for t in r[key]]
     for key in runs[0]:
-        if key != "step_s" and isinstance(runs[0][key], float):
+        if key not in ("step_s", "slowest_step_s") and isinstance(runs[0][key], float):
             out[key] = median([r[key] for r in runs])
     return out
 
 
 # ----- 3. the report -------------------------------------------------------------------
 
-def predict(compute, dp, ranks, alpha, beta):
+def predict(compute, dp, ranks, alpha, beta, sweep):
     """Cost-model step times for a measured configuration from the compute of a 2-rank
-    step (``compute``: the plain model on every rank at once) and the fitted all-reduce:
-    ideal overlap, none, and with the overlap fraction the timeline measured."""
-    f, b, o = compute["forward_s"], compute["backward_s"], compute["optimizer_s"]
+    step (``compute``: the plain model on every rank at once): ideal overlap and none with
+    the fitted alpha-beta all-reduce; the same schedule with each bucket's all-reduce
+    interpolated from the measured sweep instead (this machine's caches included); and
+    the compute plus the non-overlapped share of communication the timeline measured."""
+    # Both ranks computing, each step as long as the slower rank's (the all-reduce waits
+    # for it); the forward/backward/optimizer split is rank 0's, scaled to that.
+    scale = 1.0
+    if compute.get("slowest_step_s"):
+        scale = median(compute["slowest_step_s"]) / median(compute["step_s"])
+    f, b, o = (compute[k] * scale for k in ("forward_s", "backward_s", "optimizer_s"))
     # The timeline gives the shape of gradient production (when each bucket was ready),
     # the compute run its duration: hooks and contention stretch a DP run's backward.
     last = max(dp["ready_s"]) or 1.0
     ready = [r / last * b for r in dp["ready_s"]]
-    ideal = step_time(f, b, o, ready, dp["buckets"], ranks, alpha, beta, True)
-    none = step_time(f, b, o, ready, dp["buckets"], ranks, alpha, beta, False)
-    comm = sum(allreduce_time(n, ranks, alpha, beta) for n in dp["buckets"])
-    measured_overlap = f + b + o + comm * (1 - dp["overlap_fraction"])
-    return {"ideal_s": ideal, "no_overlap_s": none, "with_measured_overlap_s": measured_overlap,
-            "comm_model_s": comm}
+    nbytes = dp["buckets"]
+    ideal = step_time(f, b, o, ready, nbytes, ranks, alpha, beta, True)
+    none = step_time(f, b, o, ready, nbytes, ranks, alpha, beta, False)
+    sizes, times = np.log([n for n, _ in sweep]), np.log([t for _, t in sweep])
+    measured = [float(np.exp(np.interp(np.log(n), sizes, times))) for n in nbytes]
+    ideal_m = schedule(f, b, o, ready, measured, True)
+    none_m = schedule(f, b, o, ready, measured, False)
+    comm = sum(allreduce_time(n, ranks, alpha, beta) for n in nbytes)
+    with_overlap = f + b + o + sum(measured) * (1 - dp["overlap_fraction"])
+    return {"ideal_s": ideal, "no_overlap_s": none, "ideal_measured_allreduce_s": ideal_m,
+            "no_overlap_measured_allreduce_s": none_m, "with_measured_overlap_s": with_overlap,
+            "comm_model_s": comm, "comm_measured_s": sum(measured)}
 
 
 def rounds(world, name, configs, rounds_n, steps):
@@ -224,24 +243,26 @@ def rounds(world, name, configs, rounds_n, steps):
 def print_models(results, alpha, beta):
     """The weak-scaling table: measured step times beside the cost model's."""
     print("\n== weak scaling on 2 ranks (same per-rank batch); times are medians, ms.")
-    print("1 rank: the plain model alone; 2x compute: the plain model on both ranks at once "
-          "(no communication); eff = 1 rank / 2 ranks; model: the cost model's step from "
-          "2x compute and the fitted all-reduce")
-    print(f"{'model':<10}{'params':>11}{'1 rank':>8}{'2x comp':>8}{'bucket':>7}"
-          f"{'2 ranks':>8}{'eff':>6}{'overlap':>8}{'exposed':>8}{'model: ideal':>13}"
-          f"{'none':>7}{'w/ overlap':>11}")
+    print("1 rank: the plain model alone; both: the plain model on both ranks at once (no "
+          "communication), the slower rank's step; eff = 1 rank / 2 ranks; model: the step from 'both' and the "
+          "bucket schedule, with the alpha-beta all-reduce (a-b) or the measured one (meas), "
+          "ideal overlap / none")
+    print(f"{'model':<9}{'params':>11}{'1 rank':>8}{'both':>7}{'bucket':>7}{'2 ranks':>8}"
+          f"{'eff':>6}{'overlap':>8}{'exposed':>8}{'a-b ideal':>10}{'none':>7}"
+          f"{'meas ideal':>11}{'none':>7}")
     for name, res in results.items():
         t1 = median(res["alone"]["step_s"])
-        tc = median(res["concurrent"]["step_s"])
+        tc = median(res["concurrent"].get("slowest_step_s") or res["concurrent"]["step_s"])
         for mb, dp in res.items():
             if mb in ("alone", "concurrent"):
                 continue
             t2 = median(dp["step_s"])
             p = dp["predicted"]
-            print(f"{name:<10}{res['alone']['params']:>11,}{t1 * 1e3:>8.1f}{tc * 1e3:>8.1f}"
+            print(f"{name:<9}{res['alone']['params']:>11,}{t1 * 1e3:>8.1f}{tc * 1e3:>7.1f}"
                   f"{mb:>7}{t2 * 1e3:>8.1f}{t1 / t2:>6.2f}{dp['overlap_fraction']:>8.0%}"
-                  f"{dp['exposed_s'] * 1e3:>8.1f}{p['ideal_s'] * 1e3:>13.1f}"
-                  f"{p['no_overlap_s'] * 1e3:>7.1f}{p['with_measured_overlap_s'] * 1e3:>11.1f}")
+                  f"{dp['exposed_s'] * 1e3:>8.1f}{p['ideal_s'] * 1e3:>10.1f}"
+                  f"{p['no_overlap_s'] * 1e3:>7.1f}{p['ideal_measured_allreduce_s'] * 1e3:>11.1f}"
+                  f"{p['no_overlap_measured_allreduce_s'] * 1e3:>7.1f}")
 
 
 def projection(overlap_fraction):
@@ -308,7 +329,7 @@ def analyse(record):
     for res in record["models"].values():
         for key, dp in res.items():
             if key not in ("alone", "concurrent"):
-                dp["predicted"] = predict(res["concurrent"], dp, ranks, alpha, beta)
+                dp["predicted"] = predict(res["concurrent"], dp, ranks, alpha, beta, sweep)
     print_models(record["models"], alpha, beta)
     overlap = record["models"]["resnet18"]["1.0"]["overlap_fraction"]
     record["projection"] = projection(overlap)

@@ -9,25 +9,18 @@ then see the same averaged gradients on every rank, so the replicas stay identic
     python examples/train_ddp_gpt.py --smoke                 # one process, a few steps
     mpiexec -n 2 python examples/train_ddp_gpt.py --layers 4 --d-model 192 --bucket-mb 1
 """
-import math
 import time
 
 import numpy as np
 
 from _common import char_corpus, mean, smoke_limit   # first: it puts this checkout on the path
 from _ddp import ddp_parser, finish, run_epochs, say, setup
+from train_gpt import windows
 
 import lezero as lz  # noqa: E402
 from lezero import optim, parallel  # noqa: E402
 from lezero.data import progress  # noqa: E402
 from lezero.nn.models import GPT  # noqa: E402
-
-
-def windows(ids, block, batch, rng):
-    """``batch`` random (input, target) windows of length ``block``."""
-    starts = rng.integers(0, len(ids) - block - 1, batch)
-    return (np.stack([ids[s:s + block] for s in starts]),
-            np.stack([ids[s + 1:s + block + 1] for s in starts]))
 
 
 def main():
@@ -48,15 +41,11 @@ def main():
     rest = [q for q in dp.parameters() if q.ndim < 2]
     opt = optim.AdamW([{"params": decay, "weight_decay": 0.1},
                        {"params": rest, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95))
-    total = args.epochs * args.steps
-
-    def schedule(step):          # multiplier of --lr: warm-up, then cosine to 10%
-        if step < args.warmup:
-            return (step + 1) / args.warmup
-        progress_ = (step - args.warmup) / max(1, total - args.warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress_)))
-
-    sched = optim.lr_scheduler.LambdaLR(opt, schedule)
+    warmup = max(1, min(args.warmup, args.epochs * args.steps - 1))
+    sched = optim.lr_scheduler.SequentialLR(opt, [     # linear warm-up, cosine to 10%
+        optim.lr_scheduler.LinearLR(opt, 1.0 / warmup, 1.0, warmup),
+        optim.lr_scheduler.CosineAnnealingLR(opt, max(1, args.epochs * args.steps - warmup),
+                                             eta_min=0.1 * args.lr)], [warmup])
     local_batch = args.batch_size // world.size
     say(world, f"GPT-mini data parallel on {world.size} rank{'s' * (world.size != 1)} "
                f"({world.backend}): {model.num_parameters():,} parameters in "

@@ -15,7 +15,10 @@ share a file system and resume bit-identical.
 """
 import numpy as np
 
-from lezero.core import get_rng_state, set_rng_state
+try:                    # the process generator's home after the core rework
+    from lezero.random import get_rng_state, set_rng_state
+except ImportError:     # before it
+    from lezero.core import get_rng_state, set_rng_state
 
 _RNG_KEY = "__rng_per_rank__"
 

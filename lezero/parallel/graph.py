@@ -2,6 +2,7 @@
 reaches, and rank 0's buffers copied to every rank (coalesced, one broadcast per dtype)."""
 from lezero import cuda
 from lezero.core import Variable
+from lezero.core.backward import _count_leaf_uses
 
 
 def variables_in(obj):
@@ -17,28 +18,11 @@ def variables_in(obj):
 
 
 def reachable_leaves(out):
-    """The set of leaf Variables a backward from ``out`` would give a gradient to."""
-    leaves, seen = set(), set()
-    stack = []
-    for y in variables_in(out):
-        if y.creator is None:
-            if y.requires_grad:
-                leaves.add(y)
-        else:
-            stack.append(y.creator)
-    while stack:
-        f = stack.pop()
-        if f in seen:
-            continue
-        seen.add(f)
-        for x, needed in zip(f.inputs, f.needs_input_grad):
-            if not needed:
-                continue
-            if x.creator is None:
-                leaves.add(x)
-            else:
-                stack.append(x.creator)
-    return leaves
+    """The set of leaf Variables a backward from ``out`` would give a gradient to (the
+    backward engine's own first walk over the graph)."""
+    outputs = list(variables_in(out))
+    leaves = {y for y in outputs if y.creator is None and y.requires_grad}
+    return leaves | set(_count_leaf_uses(outputs))
 
 
 def broadcast_buffers(module, comm, root=0):

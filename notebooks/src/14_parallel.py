@@ -108,11 +108,17 @@ plt.show()
 rec = json.load(open(os.path.join(ROOT, "benchmarks", "results", "bench_ddp.json")))
 print(f"recorded {rec['date']}: alpha {rec['alpha_s'] * 1e6:.1f} us, "
       f"1/beta {1 / rec['beta_s_per_byte'] / 1e9:.2f} GB/s (shared memory, this machine)")
-sweep = {k: v for k, v in rec["models"]["resnet18"].items() if k not in ("alone", "concurrent")}
+resnet = rec["models"]["resnet18"]
+sweep = {k: v for k, v in resnet.items() if k not in ("alone", "concurrent")}
 mbs = list(sweep)
 fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.2))
 a.bar(mbs, [np.median(sweep[m]["step_s"]) * 1e3 for m in mbs], color="#3182bd")
-a.set_xlabel("bucket_mb"), a.set_ylabel("step ms"), a.set_title("ResNet-18, 2 ranks")
+a.axhline(np.median(resnet["alone"]["step_s"]) * 1e3, color="k", ls=":", label="1 rank alone")
+both = resnet["concurrent"].get("slowest_step_s") or resnet["concurrent"]["step_s"]
+a.axhline(np.median(both) * 1e3, color="gray", ls="--", label="2 ranks, no communication")
+a.legend(fontsize=7, loc="lower right")
+a.set_xlabel("bucket_mb (bars: overlap fraction)"), a.set_ylabel("step ms")
+a.set_title("ResNet-18 on 2 ranks")
 for i, m in enumerate(mbs):
     a.text(i, 5, f"{sweep[m]['overlap_fraction']:.0%}", ha="center", color="white")
 for link in dict.fromkeys(r["link"] for r in rec["projection"]):

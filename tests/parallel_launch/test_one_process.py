@@ -64,6 +64,14 @@ def test_init_checks_its_arguments(fresh):
         parallel.init(abort_on_exception="yes")
 
 
+def test_importing_parallel_loads_no_mpi4py():
+    import subprocess
+    code = ("import sys, lezero.parallel, lezero.distributed; "
+            "assert 'mpi4py' not in sys.modules, 'mpi4py imported'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
 def test_distributed_is_the_same_module():
     import lezero.distributed as dist
     assert dist is parallel and lz.distributed is parallel
