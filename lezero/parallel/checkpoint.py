@@ -15,12 +15,18 @@ share a file system and resume bit-identical.
 """
 import numpy as np
 
-try:                    # the process generator's home after the core rework
-    from lezero.random import get_rng_state, set_rng_state
-except ImportError:     # before it
-    from lezero.core import get_rng_state, set_rng_state
-
 _RNG_KEY = "__rng_per_rank__"
+
+
+def _rng_state():
+    """LeZero's process generator's state (NumPy's bit-generator state dict)."""
+    import lezero
+    return lezero.get_rng().bit_generator.state
+
+
+def _set_rng_state(state):
+    import lezero
+    lezero.get_rng().bit_generator.state = state
 
 
 def _world(comm):
@@ -36,7 +42,7 @@ def save_checkpoint(path, state, comm=None, rng=False):
     check_type("parallel.save_checkpoint", "state", state, dict)
     rng = check_bool("parallel.save_checkpoint", "rng", rng)
     if rng:
-        states = comm.allgather_object(get_rng_state())
+        states = comm.allgather_object(_rng_state())
         state = dict(state, **{_RNG_KEY: states})
     error = None
     if comm.rank == 0:
@@ -81,5 +87,5 @@ def load_checkpoint(path, comm=None):
     if isinstance(state, dict) and _RNG_KEY in state:
         states = state.pop(_RNG_KEY)
         if len(states) == comm.size:
-            set_rng_state(states[comm.rank])
+            _set_rng_state(states[comm.rank])
     return state
