@@ -82,7 +82,7 @@ def load_checkpoint(path, comm=None):
     received = {}
     for name, shape, dtype in meta:
         buf = arrays[name] if comm.rank == 0 else np.empty(shape, dtype)
-        received[name] = comm.bcast(np.ascontiguousarray(buf), 0)
+        received[name] = comm.bcast(np.array(buf, order="C"), 0)   # keeps 0-d arrays 0-d
     state = unflatten(skeleton, received, where="parallel.load_checkpoint")
     if isinstance(state, dict) and _RNG_KEY in state:
         states = state.pop(_RNG_KEY)

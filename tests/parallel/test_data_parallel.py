@@ -183,7 +183,7 @@ def test_checkpoint_rank0_writes_every_rank_resumes_identically(tmp_path_factory
     opt = optim.Adam(dp.parameters(), lr=1e-2)
     ce(dp, *R.shard(R.mlp_batch(np.random.default_rng(9), np.float32), comm)).backward()
     opt.step()
-    parallel.save_checkpoint(path, {"model": dp.module.state_dict(),
+    parallel.save_checkpoint(path, {"model": dp.module.state_dict(), "count": np.array(7),
                                     "opt": opt.state_dict(), "epoch": 4}, comm, rng=True)
     expect_rng = lz.get_rng().random()
     lz.manual_seed(123 + comm.rank)                       # scramble everything
@@ -193,7 +193,7 @@ def test_checkpoint_rank0_writes_every_rank_resumes_identically(tmp_path_factory
     state = parallel.load_checkpoint(path, comm)
     fresh.module.load_state_dict(state["model"])
     fresh_opt.load_state_dict(state["opt"])
-    assert state["epoch"] == 4
+    assert state["epoch"] == 4 and state["count"].shape == () and state["count"] == 7
     assert lz.get_rng().random() == expect_rng             # this rank's generator restored
     R.assert_same_state(dp.module, fresh, rtol=0, atol=0)
     moments = comm.allgather(np.concatenate([s["exp_avg"].ravel()

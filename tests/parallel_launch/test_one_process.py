@@ -303,12 +303,13 @@ def test_sync_batchnorm_alone_is_batchnorm(comm):
 def test_checkpoint_round_trip(comm, tmp_path):
     path = str(tmp_path / "ck.npz")
     dp = _train(parallel.DataParallel(_mlp(), comm))
-    parallel.save_checkpoint(path, {"model": dp.module.state_dict(), "epoch": 2}, comm,
-                             rng=True)
+    parallel.save_checkpoint(path, {"model": dp.module.state_dict(), "epoch": 2,
+                                    "count": np.array(3)}, comm, rng=True)
     expect = lz.get_rng().random()
     lz.manual_seed(99)
     state = parallel.load_checkpoint(path, comm)
     assert lz.get_rng().random() == expect and state["epoch"] == 2
+    assert state["count"].shape == () and state["count"] == 3
     for k, v in dp.module.state_dict().items():
         np.testing.assert_array_equal(state["model"][k], v)
     with pytest.raises(FileNotFoundError, match="does not exist"):
