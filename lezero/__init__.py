@@ -21,8 +21,8 @@ __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_gr
            "TimerHook", "as_array", "as_variable", "cuda", "functions", "utils"]
 
 # Subpackages and names that pull in more code load on first use, keeping import light.
-_LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "jit", "onnx",
-                 "serving", "testing"}
+_LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "distributed",
+                 "jit", "onnx", "serving", "testing"}
 _LAZY_NAMES = {
     "checkpoint": ("lezero.checkpoint", "checkpoint"),
     "checkpoint_sequential": ("lezero.checkpoint", "checkpoint_sequential"),
