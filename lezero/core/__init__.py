@@ -5,7 +5,7 @@ The engine only: operators live in ``lezero.functions``, the process generator i
 """
 # variable first: it pulls in the backward engine once Variable exists.
 from lezero.core.variable import Parameter, Variable, as_array, as_variable
-from lezero.core.backward import backward, grad
+from lezero.core.backward import backward, count_leaf_uses, grad
 from lezero.core.config import (Config, enable_grad, get_config, no_grad, pop_setting,
                                 push_setting, register_setting, test_mode, using_config)
 from lezero.core.function import Function
@@ -13,4 +13,5 @@ from lezero.core.hooks import FunctionHook
 
 __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_grad",
            "enable_grad", "test_mode", "get_config", "register_setting", "push_setting",
-           "pop_setting", "backward", "grad", "FunctionHook", "as_array", "as_variable"]
+           "pop_setting", "backward", "grad", "count_leaf_uses", "FunctionHook", "as_array",
+           "as_variable"]

@@ -101,8 +101,9 @@ def _seed(outputs, grad_outputs):
     return seeds
 
 
-def _count_leaf_uses(outputs):
-    """Walk the graph once; return {leaf: number of recorded uses}."""
+def count_leaf_uses(outputs):
+    """Walk the graph behind ``outputs`` once; return {leaf: number of recorded uses}
+    (the leaves a backward from them reaches; data parallelism reads it too)."""
     uses, seen = {}, set()
     stack = [y.creator for y in outputs if y.creator is not None]
     while stack:
@@ -172,7 +173,7 @@ class _Pass:
         self.found = {}
         self.leaves = {y: None for y in outputs if y.creator is None}
         # With no hook registered anywhere, finishing every leaf at the end is the same.
-        self.uses = _count_leaf_uses(outputs) if live_hook_count() else None
+        self.uses = count_leaf_uses(outputs) if live_hook_count() else None
         # Caller-given gradients must be copied before they become some leaf's .grad.
         self.claimed = (set() if grad_outputs is None
                         else {id(_root(g.data)) for g in self.grads.values()})

@@ -15,18 +15,9 @@ share a file system and resume bit-identical.
 """
 import numpy as np
 
+from lezero.random import get_rng_state as _rng_state, set_rng_state as _set_rng_state
+
 _RNG_KEY = "__rng_per_rank__"
-
-
-def _rng_state():
-    """LeZero's process generator's state (NumPy's bit-generator state dict)."""
-    import lezero
-    return lezero.get_rng().bit_generator.state
-
-
-def _set_rng_state(state):
-    import lezero
-    lezero.get_rng().bit_generator.state = state
 
 
 def _world(comm):

@@ -2,7 +2,7 @@
 reaches, and rank 0's buffers copied to every rank (coalesced, one broadcast per dtype)."""
 from lezero import cuda
 from lezero.core import Variable
-from lezero.core.backward import _count_leaf_uses
+from lezero.core import count_leaf_uses
 
 
 def variables_in(obj):
@@ -22,7 +22,7 @@ def reachable_leaves(out):
     backward engine's own first walk over the graph)."""
     outputs = list(variables_in(out))
     leaves = {y for y in outputs if y.creator is None and y.requires_grad}
-    return leaves | set(_count_leaf_uses(outputs))
+    return leaves | set(count_leaf_uses(outputs))
 
 
 def broadcast_buffers(module, comm, root=0):
