@@ -20,11 +20,11 @@ def kind_of(dtype):
     return "f" if dtype.name == "bfloat16" else dtype.kind
 
 
-def mixed_precision(x_dtype, param_dtype):
-    """True for a float16/bfloat16 input with float32 parameters inside an autocast region
+def mixed_precision(*dtypes):
+    """True when ``dtypes`` mix float32 with float16/bfloat16 inside an autocast region
     (lezero.amp casts them per operator), which a dtype check must then let through."""
     from lezero.core import get_config
-    return (param_dtype == np.float32 and x_dtype.itemsize == 2
+    return (all(d == np.float32 or (kind_of(d) == "f" and d.itemsize == 2) for d in dtypes)
             and any(getattr(h, "is_autocast", False) for h in get_config().function_hooks))
 
 
