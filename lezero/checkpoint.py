@@ -96,11 +96,14 @@ class _Discover(FunctionHook):
 
 def _capture(function, kept):
     """Wrap ``function.forward`` to store its outputs and the state it sets."""
-    forward = function.forward
+    # No closure over the instance (a reference cycle would delay freeing the graph).
+    own, unbound = vars(function).get("forward"), type(function).forward
+    ref = weakref.ref(function)
 
     def run(*xs):
+        function = ref()
         before = dict(vars(function))
-        ys = forward(*xs)
+        ys = own(*xs) if own is not None else unbound(function, *xs)
         state = {k: v for k, v in vars(function).items()
                  if k != "forward" and before.get(k) is not v}
         kept.append((type(function).__name__, [x.shape for x in xs], ys, state))
@@ -189,7 +192,9 @@ class _Block:
         cfg = get_config()
         self.fn, self.args, self.kwargs, self.policy = fn, args, kwargs, policy
         self.train, self.use_numba = cfg.train, cfg.use_numba
-        self.replay = tuple(h for h in cfg.function_hooks if hasattr(h, "for_recompute"))
+        # fresh copies: the forward's own hooks would keep their caches alive
+        self.replay = tuple(h.for_recompute() for h in cfg.function_hooks
+                            if hasattr(h, "for_recompute"))
         self.rng = _RngState() if preserve_rng_state else None
         self.modules = _modules_of(fn, args, kwargs)
         self.kept, self.positions = [], []

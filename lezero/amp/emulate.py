@@ -22,6 +22,8 @@ Three pieces, all acting on one Function *instance* (an instance serves one call
 * ``EMULATION`` is a FunctionHook that applies the first to every Function a backward
   calls (and, under ``create_graph``, the second), so backward's matmuls run in float32 too.
 """
+import weakref
+
 import numpy as np
 
 from lezero import cuda
@@ -31,7 +33,7 @@ from lezero.amp.dtypes import is_floating, is_low
 from lezero.amp.policy import FLOAT32_COMPUTE
 from lezero.core import FunctionHook, Variable, get_config, using_config
 
-__all__ = ["prepare", "run_in_float32", "wrap_backward", "EMULATION", "MOVEMENT"]
+__all__ = ["prepare", "run_in_float32", "wrap_backward", "EMULATION", "MOVEMENT", "method"]
 
 # Functions that only move data: they run in the low dtype as they are (no arithmetic).
 MOVEMENT = frozenset([
@@ -40,6 +42,19 @@ MOVEMENT = frozenset([
     "IndexGather", "Embedding", "_RowGather", "_RowScatter"])
 
 _F32 = np.dtype(np.float32)
+
+
+def method(function, name):
+    """``function.<name>`` as a plain callable that does not keep ``function`` alive.
+
+    Wrappers are stored on the instance; a closure over the instance (or its bound
+    method) would be a reference cycle, and the graph would then wait for the cyclic
+    garbage collector instead of being freed when its last Variable goes."""
+    own = vars(function).get(name)
+    if own is not None:                 # an earlier wrapper: holds no strong reference
+        return own
+    unbound, ref = getattr(type(function), name), weakref.ref(function)
+    return lambda *args: unbound(ref(), *args)
 
 
 def _is_array(a):
@@ -80,9 +95,10 @@ def _tidy(function, before, originals, rounded, out_dtype, min_size):
 def run_in_float32(function, out_dtype):
     """Wrap ``function.forward`` to compute in float32 and round to ``out_dtype`` (None:
     keep float32 results); its backward (see ``wrap_backward``) then runs in float32 too."""
-    forward = function.forward
+    forward, ref = method(function, "forward"), weakref.ref(function)
 
     def run(*xs):
+        function = ref()
         originals, ins = {}, []
         for x in xs:
             if _is_array(x) and is_low(x.dtype):
@@ -160,9 +176,10 @@ def _match_dtypes(inputs, gxs):
 def wrap_backward(function, emulate, replay=None):
     """Run ``function.backward`` with autocast off (or under ``replay``, a fresh autocast
     hook, for ``custom_bwd`` Functions) and EMULATION on when ``emulate``."""
-    backward = function.backward
+    backward, ref = method(function, "backward"), weakref.ref(function)
 
     def run(*gys):
+        function = ref()
         hooks = tuple(h for h in get_config().function_hooks
                       if not getattr(h, "is_autocast", False) and h is not EMULATION)
         if replay is not None:

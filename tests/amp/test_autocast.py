@@ -204,3 +204,20 @@ def test_cupy_runs_float16_natively():
     pytest.importorskip("ml_dtypes")
     with amp.autocast("bfloat16"), pytest.raises(ValueError, match="CuPy has no bfloat16"):
         F.linear(x, w)
+
+
+def test_the_graph_is_freed_without_the_cyclic_collector():
+    import gc
+    import weakref
+    lin = nn.Linear(3, 3)
+    gc.disable()
+    try:
+        with amp.autocast():
+            y = F.relu(lin(var(2, 3)))
+            loss = lz.checkpoint(lambda v: F.tanh(lin(v)), y).sum()
+        loss.backward()
+        refs = [weakref.ref(y.creator), weakref.ref(loss.creator)]
+        del y, loss
+        assert all(r() is None for r in refs)
+    finally:
+        gc.enable()
