@@ -71,11 +71,16 @@ def _check_policy(policy):
 
 
 # ----- hooks used while the block runs ----------------------------------------------------
+# They are unhashable (``__hash__ = None``): the core caches configuration snapshots by
+# (name, value), and a hashable hooks tuple would keep them, with the Variables and arrays
+# they hold, alive in that cache after the block has run.
 
 class _Discover(FunctionHook):
     """No-grad forward: collect the outside Variables that need a gradient (anything that
     requires grad there comes from outside, since nothing inside is recorded), and keep
     the outputs the policy selects."""
+
+    __hash__ = None
 
     def __init__(self, policy):
         self.found = {}
@@ -114,6 +119,8 @@ def _capture(function, kept):
 class _Replay(FunctionHook):
     """Recomputation: hand the kept outputs back to the Functions that made them."""
 
+    __hash__ = None
+
     def __init__(self, kept, policy):
         self.kept = list(kept)
         self.policy = policy
@@ -132,6 +139,8 @@ class _Replay(FunctionHook):
 
 class _Substitute(FunctionHook):
     """Recomputation: outside Variables enter the block's Functions as leaf stand-ins."""
+
+    __hash__ = None
 
     def __init__(self, mapping):
         self.mapping = mapping

@@ -41,6 +41,9 @@ class _AutocastHook(FunctionHook):
     """Casts each Function's inputs as the policy says (one hook per entered region)."""
 
     is_autocast = True
+    # Unhashable on purpose: the core caches configuration snapshots by (name, value), and
+    # a hashable hooks tuple would keep this hook (and its cast cache) alive in that cache.
+    __hash__ = None
 
     def __init__(self, dtype, cache_enabled=True):
         self.dtype = dtype
@@ -105,20 +108,25 @@ class autocast:
         self.enabled = check_bool("autocast", "enabled", enabled)
         self.cache_enabled = check_bool("autocast", "cache_enabled", cache_enabled)
         self.dtype = resolve("autocast", "dtype", dtype)
-        self._contexts = []
+        self._contexts, self._hooks = [], []
 
     def __enter__(self):
         hooks = tuple(h for h in get_config().function_hooks
                       if not getattr(h, "is_autocast", False))
-        if self.enabled:
-            hooks += (_AutocastHook(self.dtype, self.cache_enabled),)
+        hook = _AutocastHook(self.dtype, self.cache_enabled) if self.enabled else None
+        if hook is not None:
+            hooks += (hook,)
         ctx = using_config("function_hooks", hooks)
         ctx.__enter__()
         self._contexts.append(ctx)
+        self._hooks.append(hook)
         return self
 
     def __exit__(self, *exc):
         self._contexts.pop().__exit__(*exc)
+        hook = self._hooks.pop()
+        if hook is not None:
+            hook.cache.clear()              # the region's float16 weight copies go now
         return False
 
     def __call__(self, fn):

@@ -114,6 +114,10 @@ class _Live:
 class MemoryProfiler(FunctionHook):
     """A FunctionHook measuring saved and live memory while active (see the module doc)."""
 
+    # Unhashable: the core caches configuration snapshots by (name, value); a hashable
+    # hooks tuple would keep the profiler (and the model it holds) alive in that cache.
+    __hash__ = None
+
     def __init__(self, model=None, live=True):
         self.model, self.live = model, live
         self._held = {}             # root id -> [count, nbytes, is_parameter]
