@@ -59,25 +59,32 @@ def torch_step(model, x, t, dtype):
     return step
 
 
-def memory_part(dtypes):
+def setup():
+    """One batch, and ResNet-18 in LeZero and in torchvision with the same weights."""
     import lezero as lz
     import torch
     from lezero.testing.oracles import import_torchvision
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((BATCH, 3, SIZE, SIZE)).astype(np.float32)
     tn = rng.integers(0, 10, BATCH)
+    torch.manual_seed(0)
+    tmodel = import_torchvision().models.resnet18(num_classes=10)
     model = lezero_resnet()
-    x = lz.Variable(xn, requires_grad=False)
+    model.load_state_dict({k: v.detach().numpy().copy() for k, v in tmodel.state_dict().items()})
+    return (model, lz.Variable(xn, requires_grad=False), tn,
+            tmodel, torch.tensor(xn), torch.tensor(tn))
+
+
+def memory_part(dtypes):
+    import lezero as lz
+    import torch
+    model, x, tn, tmodel, xt, tt = setup()
     ours = {}
     for dtype in [None] + dtypes:
         with lz.memory.profile(live=False) as prof:
             lezero_step(model, x, tn, dtype)()
         ours[dtype] = prof.peak_activation_bytes
         model.zero_grad()
-    tv = import_torchvision()
-    torch.manual_seed(0)
-    tmodel = tv.models.resnet18(num_classes=10)
-    xt, tt = torch.tensor(xn), torch.tensor(tn)
     theirs = {}
     for dtype in [None] + dtypes:
         tdt = None if dtype is None else getattr(torch, dtype)
@@ -99,16 +106,8 @@ def memory_part(dtypes):
 
 
 def time_part(rounds):
-    import lezero as lz
     import torch
-    from lezero.testing.oracles import import_torchvision
-    rng = np.random.default_rng(0)
-    xn = rng.standard_normal((BATCH, 3, SIZE, SIZE)).astype(np.float32)
-    tn = rng.integers(0, 10, BATCH)
-    model = lezero_resnet()
-    x = lz.Variable(xn, requires_grad=False)
-    tmodel = import_torchvision().models.resnet18(num_classes=10)
-    xt, tt = torch.tensor(xn), torch.tensor(tn)
+    model, x, tn, tmodel, xt, tt = setup()
     fns = [lezero_step(model, x, tn, None), lezero_step(model, x, tn, "float16"),
            torch_step(tmodel, xt, tt, None), torch_step(tmodel, xt, tt, torch.float16)]
     best = [min(t) for t in interleaved_times(fns, rounds=rounds, warmup=1)]

@@ -224,7 +224,8 @@ def test_checkpointing_lowers_the_saved_memory():
 
 def test_bad_input_is_a_clear_error():
     x = _x()
-    with pytest.raises(TypeError, match=r"checkpoint: fn \(<lambda>\) returned 3; it must return a Variable"):
+    with pytest.raises(TypeError, match=r"checkpoint: fn \(<lambda>\) returned 3; it must "
+                                        "return a Variable"):
         lz.checkpoint(lambda v: 3, x)
     with pytest.raises(TypeError, match="checkpoint: fn must be callable"):
         lz.checkpoint(5, x)

@@ -11,12 +11,13 @@
 
 **Saved** bytes are counted exactly: a FunctionHook sees every recorded Function; what a
 Function keeps is its inputs' arrays plus the arrays it stores on itself (its ``__dict__``,
-one level into lists, tuples and dicts).  Each buffer is counted once however many views
+up to three levels into lists, tuples and dicts).  Each buffer is counted once however many views
 or Functions share it (by the array that owns the memory), and is released when the last
 Function holding it is freed.  *Activation* bytes are saved bytes minus the parameters
-(leaf Variables that require grad, and autocast's low-precision copies of them).  **Live** bytes are all arrays alive in the process:
-on NumPy measured with ``tracemalloc`` (NumPy reports its buffers to it), on CuPy sampled
-from CuPy's memory pool at every Function call; both are relative to the start.
+(leaf Variables that require grad, and autocast's low-precision copies of them).
+**Live** bytes are all arrays alive in the process: on NumPy measured with ``tracemalloc``
+(NumPy reports its buffers to it), on CuPy sampled from CuPy's memory pool at every
+Function call; both are relative to the start.
 
 Per module (with ``model``): Functions are attributed to the innermost module running when
 they are created (and to its ancestors); Functions a checkpointed block recomputes in

@@ -1,5 +1,4 @@
 """lz.memory: exact saved-for-backward accounting, listings, per-module peaks, live bytes."""
-import os
 
 import numpy as np
 import pytest
