@@ -61,11 +61,18 @@ def _is_array(a):
     return isinstance(a, cuda.array_types())
 
 
-def _refers(value, ids):
-    """True when ``value`` is, or is a tuple/list holding, an array whose id is in ids."""
-    if isinstance(value, (tuple, list)):
-        return any(id(v) in ids for v in value)
-    return id(value) in ids
+def _refers(value, ids, depth=0):
+    """True when ``value`` is, views, or holds (in tuples, lists, dicts) an array whose
+    owner's id is in ``ids``."""
+    if _is_array(value):
+        while _is_array(getattr(value, "base", None)):
+            value = value.base
+        return id(value) in ids
+    if depth < 3 and isinstance(value, (tuple, list)):
+        return any(_refers(v, ids, depth + 1) for v in value)
+    if depth < 3 and isinstance(value, dict):
+        return any(_refers(v, ids, depth + 1) for v in value.values())
+    return False
 
 
 def _tidy(function, before, originals, rounded, out_dtype, min_size):
