@@ -46,7 +46,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'lezero' has no attribute {name!r}")
 
 
-class _Package(type(_host_memory)):
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _Package(_types.ModuleType):
     """``import lezero.checkpoint`` sets the attribute ``lezero.checkpoint`` to the
     module; a lazy name that shares its module's name stays the function instead."""
 
@@ -58,5 +62,4 @@ class _Package(type(_host_memory)):
         super().__setattr__(name, value)
 
 
-import sys as _sys  # noqa: E402
 _sys.modules[__name__].__class__ = _Package

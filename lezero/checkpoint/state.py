@@ -3,7 +3,11 @@ import functools
 import sys
 
 from lezero import cuda
-from lezero.core import get_rng_state, set_rng_state
+
+try:                    # the process generator's module (lezero.core.random before)
+    import lezero.random as _random
+except ImportError:
+    import lezero.core.random as _random
 
 
 class RngState:
@@ -11,11 +15,10 @@ class RngState:
     state cannot be copied, so a checkpointed block draws from its own seeded one)."""
 
     def __init__(self):
-        self.numpy = get_rng_state()
+        self.numpy = _random.get_rng_state()
         self.cupy_seed = None
         if "cupy" in sys.modules and cuda.is_available():
-            from lezero.core import get_rng
-            self.cupy_seed = int(get_rng(sys.modules["cupy"]).integers(2 ** 62))
+            self.cupy_seed = int(_random.get_rng(sys.modules["cupy"]).integers(2 ** 62))
 
 
 class replaying:
@@ -29,14 +32,14 @@ class replaying:
         if self.state is None:
             return
         if self.rewind:
-            self.now = get_rng_state()
-            set_rng_state(self.state.numpy)
+            self.now = _random.get_rng_state()
+            _random.set_rng_state(self.state.numpy)
         self.cupy = _swap_cupy_rng(self.state.cupy_seed)
 
     def __exit__(self, *exc):
         if self.state is not None:
             if self.rewind:
-                set_rng_state(self.now)
+                _random.set_rng_state(self.now)
             _swap_cupy_rng(None, self.cupy)
         return False
 
@@ -46,9 +49,8 @@ def _swap_cupy_rng(seed, previous=None):
     the one it replaced."""
     if seed is None and previous is None:
         return None
-    import lezero.core.random as random_module
-    old = getattr(random_module, "_cupy_rng", None)
-    random_module._cupy_rng = previous if seed is None else \
+    old = getattr(_random, "_cupy_rng", None)
+    _random._cupy_rng = previous if seed is None else \
         sys.modules["cupy"].random.default_rng(seed)
     return old
 
