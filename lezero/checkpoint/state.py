@@ -4,10 +4,15 @@ import sys
 
 from lezero import cuda
 
-try:                    # the process generator's module (lezero.core.random before)
-    import lezero.random as _random
-except ImportError:
-    import lezero.core.random as _random
+
+def _generator_module():
+    """The module holding LeZero's process generator (the one ``lz.manual_seed`` seeds),
+    wherever the core keeps it."""
+    import lezero
+    return sys.modules[lezero.manual_seed.__module__]
+
+
+_random = _generator_module()
 
 
 class RngState:
