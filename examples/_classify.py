@@ -8,6 +8,7 @@ momentum and weight decay, or Adam(W); a cosine schedule stepped per batch.
 import lezero.functions as F
 from lezero import optim
 
+from _amp import Precision, add_memory_flags
 from _common import (accuracy, batches, check_args, cifar10, digits, fit, make_parser,
                      mean, to_device)
 
@@ -27,7 +28,7 @@ def classifier_parser(name, description, epochs=3, batch_size=64, lr=0.05,
     p.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
     p.add_argument("--weight-decay", type=float, default=5e-4,
                    help="L2 penalty (decoupled for AdamW)")
-    return p
+    return add_memory_flags(p)
 
 
 def load_data(args):
@@ -58,17 +59,18 @@ def run_classifier(parser, build_model):
         opt = optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     steps = args.epochs * -(-len(x) // args.batch_size)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    mp = Precision(args, model)
 
     def train_epoch(epoch):
         losses, correct = [], 0
         for xb, tb in batches((x, t), args.batch_size, args.seed, epoch):
             xb, tb_dev = to_device(args, xb, tb)
-            logits = model(xb)
-            loss = F.cross_entropy(logits, tb_dev)
+            with mp.autocast():
+                logits = model(xb)
+                loss = F.cross_entropy(logits, tb_dev)
             opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
+            mp.backward(loss)
+            mp.step(opt, scheduler=sched)
             losses.append(loss.item())
             correct += int((logits.data.argmax(axis=1) == tb_dev).sum())
         return {"loss": mean(losses), "train_acc": correct / len(x)}
@@ -77,7 +79,7 @@ def run_classifier(parser, build_model):
         return {"test_acc": accuracy(model, *test, args)}
 
     history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-                  {"scheduler": sched})
+                  {"scheduler": sched, **mp.state()})
     if history:
         print(f"final test accuracy {history[-1]['test_acc'] * 100:.2f}%")
     return model, history

@@ -17,6 +17,7 @@ import numpy as np
 from lezero import optim
 from lezero.nn.models import GPT
 
+from _amp import Precision, add_memory_flags
 from _common import smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device, write_json
 
 
@@ -60,6 +61,7 @@ def main():
                    help="sampling temperature (lower: safer text)")
     p.add_argument("--top-k", type=int, default=10,
                    help="sample among the k likeliest characters")
+    add_memory_flags(p)
     args = check_args(p, p.parse_args())
     import lezero as lz
     lz.manual_seed(args.seed)
@@ -78,6 +80,7 @@ def main():
         return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
     sched = optim.lr_scheduler.LambdaLR(opt, schedule)
+    mp = Precision(args, model)
     print(f"GPT-mini: {model.num_parameters():,} parameters, vocabulary {len(vocab)}, "
           f"{len(train_ids)} training characters")
 
@@ -86,12 +89,11 @@ def main():
         losses = []
         for _ in smoke_limit(range(args.steps)):
             x, y = to_device(args, *windows(train_ids, args.block_size, args.batch_size, rng))
-            loss = model.loss(x, y)
+            with mp.autocast():
+                loss = model.loss(x, y)
             opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
+            mp.backward(loss)
+            mp.step(opt, scheduler=sched, clip=1.0, parameters=model.parameters())
             losses.append(loss.item())
         return {"loss": mean(losses), "lr": sched.get_last_lr()[0]}
 
@@ -104,7 +106,7 @@ def main():
         return {"val_loss": mean(losses)}
 
     fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-        {"scheduler": sched})
+        {"scheduler": sched, **mp.state()})
     write_json(os.path.join(args.out, "vocab.json"), vocab)
     out = model.generate(train_ids[None, :8], args.sample, args.temperature, args.top_k)
     print("sample:", repr("".join(vocab[int(i)] for i in out[0])))

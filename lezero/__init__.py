@@ -26,6 +26,7 @@ _LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "dist
 _LAZY_NAMES = {
     "checkpoint": ("lezero.checkpoint", "checkpoint"),
     "checkpoint_sequential": ("lezero.checkpoint", "checkpoint_sequential"),
+    "memory": ("lezero.utils.memory", None),
     "save": ("lezero.utils.serialization", "save"),
     "load": ("lezero.utils.serialization", "load"),
 }
@@ -37,5 +38,25 @@ def __getattr__(name):
         return importlib.import_module(f"lezero.{name}")
     if name in _LAZY_NAMES:
         module, attr = _LAZY_NAMES[name]
-        return getattr(importlib.import_module(module), attr)
+        mod = importlib.import_module(module)
+        return mod if attr is None else getattr(mod, attr)
     raise AttributeError(f"module 'lezero' has no attribute {name!r}")
+
+
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _Package(_types.ModuleType):
+    """``import lezero.checkpoint`` sets the attribute ``lezero.checkpoint`` to the
+    module; a lazy name that shares its module's name stays the function instead."""
+
+    def __setattr__(self, name, value):
+        lazy = _LAZY_NAMES.get(name)
+        if lazy is not None and lazy[1] is not None and getattr(value, "__name__", None) \
+                == lazy[0]:
+            value = getattr(value, lazy[1])
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

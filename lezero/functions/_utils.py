@@ -15,6 +15,19 @@ def xp_of(*xs):
     return cuda.get_array_module(*xs)
 
 
+def kind_of(dtype):
+    """``dtype.kind``, with ml_dtypes' bfloat16 (kind 'V') counted as floating ('f')."""
+    return "f" if dtype.name == "bfloat16" else dtype.kind
+
+
+def mixed_precision(*dtypes):
+    """True when ``dtypes`` mix float32 with float16/bfloat16 inside an autocast region
+    (lezero.amp casts them per operator), which a dtype check must then let through."""
+    from lezero.core import get_config
+    return (all(d == np.float32 or (kind_of(d) == "f" and d.itemsize == 2) for d in dtypes)
+            and any(getattr(h, "is_autocast", False) for h in get_config().function_hooks))
+
+
 def _rows_kernel_applies(target, index, values):
     """Whole rows picked by a 1-D integer index: the Numba kernel's case."""
     from lezero import kernels
@@ -50,7 +63,7 @@ def check_variable(op, name, x):
 def check_float(op, name, x):
     """Raise TypeError unless ``x`` holds floating-point data."""
     arr = check_variable(op, name, x)
-    if arr.dtype.kind != "f":
+    if kind_of(arr.dtype) != "f":
         raise TypeError(f"{op}: {name} must be floating point, got dtype {arr.dtype}")
     return arr
 

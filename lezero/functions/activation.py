@@ -17,7 +17,8 @@ from lezero.core import Function
 from lezero.functions._activation_utils import check_input, check_real
 from lezero.functions._gelu import gelu
 from lezero.functions._softmax import gumbel_softmax, log_softmax, softmax
-from lezero.functions._utils import check_float, data_of, mask_like, normalize_axis, xp_of
+from lezero.functions._utils import (check_float, data_of, mask_like, mixed_precision,
+                                     normalize_axis, xp_of)
 from lezero.functions.activation_shrink import hardshrink, rrelu, softshrink, threshold
 from lezero.functions.math import tanh
 from lezero.functions.registry import register
@@ -360,7 +361,7 @@ def prelu(input, weight):
         raise ValueError(f"prelu: weight must be a scalar or 1-D with 1 or {channels} "
                          f"(channels) entries for input of shape {x.shape}, "
                          f"got shape {w.shape}")
-    if w.dtype != x.dtype:
+    if w.dtype != x.dtype and not mixed_precision(x.dtype, w.dtype):
         raise TypeError(f"prelu: weight dtype {w.dtype} differs from input dtype {x.dtype}")
     return PReLU()(input, weight)
 

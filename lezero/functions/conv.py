@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from lezero.functions._utils import check_float, xp_of
+from lezero.functions._utils import check_float, mixed_precision, xp_of
 from lezero.functions.conv_algos import select
 from lezero.functions.conv_algos.functions import (Conv, ConvGradInput, Fold, Unfold,
                                                    problem)
@@ -45,13 +45,13 @@ def _operands(op, nd, x, weight, bias):
                          f"{nd + 1}-D unbatched, got shape {xa.shape}")
     if wa.ndim != nd + 2:
         raise ValueError(f"{op}: weight must be {nd + 2}-D, got shape {wa.shape}")
-    if wa.dtype != xa.dtype:
+    if wa.dtype != xa.dtype and not mixed_precision(xa.dtype, wa.dtype):
         raise TypeError(f"{op}: x dtype {xa.dtype} and weight dtype {wa.dtype} differ")
     if xp_of(xa) is not xp_of(wa):
         raise TypeError(f"{op}: x and weight are on different devices")
     if bias is not None:
         ba = check_float(op, "bias", bias)
-        if ba.dtype != xa.dtype:
+        if ba.dtype != xa.dtype and not mixed_precision(xa.dtype, ba.dtype):
             raise TypeError(f"{op}: bias dtype {ba.dtype} differs from x dtype {xa.dtype}")
         if xp_of(ba) is not xp_of(xa):
             raise TypeError(f"{op}: bias and x are on different devices")

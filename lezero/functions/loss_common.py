@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from lezero.functions._utils import as_input, check_float, data_of
+from lezero.functions._utils import as_input, check_float, data_of, mixed_precision
 from lezero.functions.reduction import sum as _sum
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -56,7 +56,7 @@ def check_floats(op, **named):
     dtypes = {}
     for name, value in named.items():
         dtypes[name] = check_float(op, name, value).dtype
-    if len(set(dtypes.values())) > 1:
+    if len(set(dtypes.values())) > 1 and not mixed_precision(*dtypes.values()):
         got = ", ".join(f"{n} {d}" for n, d in dtypes.items())
         raise TypeError(f"{op}: inputs must share one floating dtype, got {got}")
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable, as_array
-from lezero.functions._utils import xp_of
+from lezero.functions._utils import kind_of, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
 
@@ -43,7 +43,7 @@ def inputs(op, names, values, kinds="biuf"):
         else:
             raise TypeError(f"{op}: {name} must be a Variable, an ndarray or a Python number, "
                             f"got {type(v).__name__}")
-        kind = var.data.dtype.kind
+        kind = kind_of(var.data.dtype)
         if kind not in kinds:
             wanted = " or ".join(_KIND_NAMES[k] for k in kinds)
             raise TypeError(f"{op}: {name} must be {wanted}, got dtype {var.data.dtype}")
@@ -68,7 +68,7 @@ def binary(op, x0, x1, kinds="biuf", names=("x0", "x1")):
     if isinstance(x0, Variable) and isinstance(x1, Variable):
         # The hot path (two Variables, same shape) checks only what can go wrong there.
         d0, d1 = x0.data, x1.data
-        if d0.shape == d1.shape and d0.dtype.kind in kinds and d1.dtype.kind in kinds:
+        if d0.shape == d1.shape and kind_of(d0.dtype) in kinds and kind_of(d1.dtype) in kinds:
             return x0, x1
     a, b = inputs(op, names, (x0, x1), kinds)
     if a.data.shape != b.data.shape:

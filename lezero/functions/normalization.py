@@ -12,8 +12,8 @@ is normalised with the biased one.
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._utils import (as_input, check_bool, check_float, constant, normalize_axis,
-                                     xp_of)
+from lezero.functions._utils import (as_input, check_bool, check_float, constant, mixed_precision,
+                                     normalize_axis, xp_of)
 from lezero.functions.loss_common import check_number
 from lezero.functions.math import clip
 from lezero.functions.reduction import norm
@@ -41,7 +41,7 @@ def _check_param(op, name, value, shape, x):
     p = check_float(op, name, value)
     if p.shape != tuple(shape):
         raise ValueError(f"{op}: {name} must have shape {tuple(shape)}, got {p.shape}")
-    if p.dtype != x.dtype:
+    if p.dtype != x.dtype and not mixed_precision(x.dtype, p.dtype):
         raise TypeError(f"{op}: {name} has dtype {p.dtype} but input has dtype {x.dtype}")
 
 

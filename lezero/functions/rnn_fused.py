@@ -9,7 +9,7 @@ stacked here; each (layer, direction) is one fused ``Function`` from ``rnn_layer
 import numpy as np
 
 from lezero.core import Variable
-from lezero.functions._utils import check_float, data_of, xp_of
+from lezero.functions._utils import check_float, data_of, mixed_precision, xp_of
 from lezero.functions.dropout import dropout as _dropout
 from lezero.functions.registry import register
 from lezero.functions.rnn_layers import ElmanLayer, GRULayer, LSTMLayer
@@ -51,7 +51,7 @@ def _check_weights(op, params, has_biases, num_layers, dirs, input_size, dtype, 
                 raise ValueError(f"{op}: params[{k * per + j}] (layer {k // dirs}, "
                                  f"{['w_ih', 'w_hh', 'b_ih', 'b_hh'][j]}) must have shape "
                                  f"{shape}, got {a.shape}")
-            if a.dtype != dtype:
+            if a.dtype != dtype and not mixed_precision(dtype, a.dtype):
                 raise TypeError(f"{op}: params[{k * per + j}] has dtype {a.dtype} but the "
                                 f"input has dtype {dtype}")
     return hidden

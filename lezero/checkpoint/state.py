@@ -1,0 +1,119 @@
+"""State around a recomputation: the random generators and the modules' buffers."""
+import functools
+import sys
+
+from lezero import cuda
+
+
+def _generator_module():
+    """The module holding LeZero's process generator (the one ``lz.manual_seed`` seeds),
+    wherever the core keeps it."""
+    import lezero
+    return sys.modules[lezero.manual_seed.__module__]
+
+
+_random = _generator_module()
+
+
+class RngState:
+    """The process generator's state; on CuPy also a per-block seed (CuPy's generator
+    state cannot be copied, so a checkpointed block draws from its own seeded one)."""
+
+    def __init__(self):
+        self.numpy = _random.get_rng_state()
+        self.cupy_seed = None
+        if "cupy" in sys.modules and cuda.is_available():
+            self.cupy_seed = int(_random.get_rng(sys.modules["cupy"]).integers(2 ** 62))
+
+
+class replaying:
+    """Context: the generators as they were when the block first ran (``rewind``), or
+    only the block's own CuPy generator (the first run)."""
+
+    def __init__(self, state, rewind=True):
+        self.state, self.rewind = state, rewind
+
+    def __enter__(self):
+        if self.state is None:
+            return
+        if self.rewind:
+            self.now = _random.get_rng_state()
+            _random.set_rng_state(self.state.numpy)
+        self.cupy = _swap_cupy_rng(self.state.cupy_seed)
+
+    def __exit__(self, *exc):
+        if self.state is not None:
+            if self.rewind:
+                _random.set_rng_state(self.now)
+            _swap_cupy_rng(None, self.cupy)
+        return False
+
+
+def _swap_cupy_rng(seed, previous=None):
+    """Install a CuPy generator seeded with ``seed`` (or put ``previous`` back); return
+    the one it replaced."""
+    if seed is None and previous is None:
+        return None
+    old = getattr(_random, "_cupy_rng", None)
+    _random._cupy_rng = previous if seed is None else \
+        sys.modules["cupy"].random.default_rng(seed)
+    return old
+
+
+def is_module(obj):
+    return hasattr(obj, "named_buffers") and hasattr(obj, "modules")
+
+
+def modules_of(fn, args, kwargs):
+    """Modules the block can reach: fn itself, a bound method's owner, wrappers, closure
+    cells, globals the code names, and the arguments (for restoring their buffers)."""
+    found, seen = [], set()
+
+    def visit(obj, depth):
+        if obj is None or depth > 4 or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if is_module(obj):
+            found.append(obj)
+            return
+        if isinstance(obj, (list, tuple)):
+            for o in obj:
+                visit(o, depth + 1)
+            return
+        if isinstance(obj, functools.partial):
+            visit(obj.func, depth + 1)
+            visit(obj.args, depth + 1)
+        for attr in ("__self__", "__wrapped__", "module"):
+            visit(getattr(obj, attr, None), depth + 1)
+        for cell in getattr(obj, "__closure__", None) or ():
+            try:
+                visit(cell.cell_contents, depth + 1)
+            except ValueError:                       # an empty cell
+                pass
+        code, env = getattr(obj, "__code__", None), getattr(obj, "__globals__", None)
+        if code is not None and env is not None:
+            for name in code.co_names:
+                visit(env.get(name), depth + 1)
+
+    visit(fn, 0)
+    for a in list(args) + list(kwargs.values()):
+        visit(a, 1)
+    return found
+
+
+def snapshot_buffers(modules):
+    """(module, name, array, copy) for every buffer of the modules."""
+    out, seen = [], set()
+    for m in modules:
+        for sub in m.modules():
+            for name, buf in sub.named_buffers(recurse=False):
+                if buf is not None and id(buf) not in seen:
+                    seen.add(id(buf))
+                    out.append((sub, name, buf, buf.copy()))
+    return out
+
+
+def restore_buffers(snapshot):
+    for module, name, buf, saved in snapshot:
+        buf[...] = saved
+        setattr(module, name, buf)
