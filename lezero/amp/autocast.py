@@ -41,9 +41,6 @@ class _AutocastHook(FunctionHook):
     """Casts each Function's inputs as the policy says (one hook per entered region)."""
 
     is_autocast = True
-    # Unhashable on purpose: the core caches configuration snapshots by (name, value), and
-    # a hashable hooks tuple would keep this hook (and its cast cache) alive in that cache.
-    __hash__ = None
 
     def __init__(self, dtype, cache_enabled=True):
         self.dtype = dtype

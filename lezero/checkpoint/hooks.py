@@ -1,9 +1,4 @@
-"""The FunctionHooks a checkpointed block runs under.
-
-They are unhashable (``__hash__ = None``): the core caches configuration snapshots by
-(name, value), and a hashable hooks tuple would keep them, with the Variables and arrays
-they hold, alive in that cache after the block has run.
-"""
+"""The FunctionHooks a checkpointed block runs under."""
 import weakref
 
 from lezero.core import FunctionHook
@@ -14,7 +9,6 @@ class Discover(FunctionHook):
     requires grad there comes from outside, since nothing inside is recorded), and keep
     the outputs the policy selects."""
 
-    __hash__ = None
 
     def __init__(self, policy):
         self.found = {}
@@ -53,7 +47,6 @@ def capture(function, kept):
 class Replay(FunctionHook):
     """Recomputation: hand the kept outputs back to the Functions that made them."""
 
-    __hash__ = None
 
     def __init__(self, kept, policy):
         self.kept = list(kept)
@@ -74,7 +67,6 @@ class Replay(FunctionHook):
 class Substitute(FunctionHook):
     """Recomputation: outside Variables enter the block's Functions as leaf stand-ins."""
 
-    __hash__ = None
 
     def __init__(self, mapping):
         self.mapping = mapping

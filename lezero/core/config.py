@@ -31,11 +31,9 @@ class _Settings:
     def replace(self, name, value):
         """A snapshot equal to this one but for ``name``; cached, since snapshots never
         change (entering ``no_grad`` then costs a dict lookup, not a copy)."""
-        key = (name, value)
-        try:
-            hash(key)
-        except TypeError:
-            key = None
+        # Only plain values are cached: a cached tuple of hooks would keep every hook ever
+        # entered (and what it holds) alive.
+        key = (name, value) if isinstance(value, (bool, int, float, str, type(None))) else None
         derived = self.__dict__.setdefault("_derived", {})
         snap = derived.get(key) if key is not None else None
         if snap is None:

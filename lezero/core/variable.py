@@ -36,6 +36,11 @@ def as_array(x, like=None):
     return arr
 
 
+def _is_extra(data):
+    """bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers."""
+    return data.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
 def _comparison(op):
     def compare(self, other):
         return Variable(op(self.data, other.data if isinstance(other, Variable) else other),
@@ -58,7 +63,7 @@ class Variable:
     def __init__(self, data, name=None, requires_grad=True):
         if data is not None and type(data) is not np.ndarray:
             data = as_array(data)
-        elif data is not None and data.dtype.kind not in "biufc":   # strings, objects
+        elif data is not None and data.dtype.kind not in "biufc" and not _is_extra(data):
             raise TypeError(f"Variable: data of dtype {data.dtype} is not numeric")
         self.data = data
         self.name = name

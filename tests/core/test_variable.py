@@ -260,3 +260,19 @@ def test_create_graph_accumulation_is_the_engines_own_function():
             seen.add(f)
             stack.extend(v.creator for v in f.inputs)
     assert "Accumulate" in {type(f).__name__ for f in seen}
+
+
+def test_leaving_a_hook_region_keeps_no_reference_to_the_hook():
+    import gc
+    import weakref
+
+    class Probe(lz.FunctionHook):
+        pass
+
+    probe = Probe()
+    with probe:
+        lz.Variable(np.ones(2)) * 2
+    ref = weakref.ref(probe)
+    del probe
+    gc.collect()
+    assert ref() is None, "the configuration kept a hook alive after its region"
