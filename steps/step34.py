@@ -27,7 +27,7 @@ import numpy as np
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.conv_algos import autotune
+from lezero.functions.conv import autotune
 
 rng = np.random.default_rng(0)
 

@@ -10,9 +10,8 @@ from lezero.functions.linalg import *          # noqa: F401,F403
 from lezero.functions.activation import *      # noqa: F401,F403
 from lezero.functions.loss import *            # noqa: F401,F403
 from lezero.functions.normalization import *   # noqa: F401,F403
-from lezero.functions.dropout import *         # noqa: F401,F403
+from lezero.functions.stochastic import *      # noqa: F401,F403
 from lezero.functions.embedding import *       # noqa: F401,F403
-from lezero.functions.embedding_bag import *   # noqa: F401,F403
 from lezero.functions.conv import *            # noqa: F401,F403
 from lezero.functions.pooling import *         # noqa: F401,F403
 from lezero.functions.attention import *       # noqa: F401,F403

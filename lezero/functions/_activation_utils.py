@@ -2,7 +2,7 @@
 import numbers
 
 from lezero.core.config import get_config
-from lezero.functions._utils import check_float
+from lezero.functions.common import check_float
 
 
 def check_input(op, x, name="input"):

@@ -1,6 +1,6 @@
 """Metrics (not differentiable): ``accuracy``."""
 from lezero.core import Variable
-from lezero.functions._utils import check_variable, xp_of
+from lezero.functions.common import check_variable, xp_of
 from lezero.functions.registry import register
 
 __all__ = ["accuracy"]

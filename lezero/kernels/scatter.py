@@ -1,6 +1,6 @@
 """A Numba kernel for ``target[index] += values`` over whole rows, repeats adding up.
 
-``numpy.add.at`` is the NumPy reference (``lezero.functions._utils.scatter_add_``); it is
+``numpy.add.at`` is the NumPy reference (``lezero.functions.common.scatter_add_``); it is
 general but slow, about 70x slower than this loop for an embedding's weight gradient
 (1024 rows of 128 into a 256-row table: 1.9 ms against 0.03 ms).
 """

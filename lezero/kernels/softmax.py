@@ -2,14 +2,14 @@
 optionally causal (row i of each (L, S) score matrix sees columns 0..i), and its
 gradient ``scale * y * (gy - sum(gy * y))``.
 
-The NumPy reference is ``MaskedSoftmax`` in ``lezero.functions.attention_softmax`` (a ``where``,
+The NumPy reference is ``MaskedSoftmax`` in ``lezero.functions.attention.masked_softmax`` (a ``where``,
 a max, an exp, a sum and a divide: five passes over the scores plus a separate pass to
 scale them); these kernels make one pass per row, and the masked columns of a causal row
 are never exponentiated.  They take C-contiguous float32 arrays viewed as (rows, S).
 
 ``softmax_stats`` serves cross entropy's forward: per row of (N, C) logits the
 exponentials ``exp(x - max)``, the reciprocal of their sum and the log-sum-exp, in one
-pass; its NumPy reference is ``_softmax_stats`` in ``lezero.functions.loss_ce``.
+pass; its NumPy reference is ``_softmax_stats`` in ``lezero.functions.loss.cross_entropy``.
 """
 import numba
 import numpy as np

@@ -22,7 +22,7 @@ from sklearn.datasets import load_digits
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.conv_algos import autotune, parallel, select
+from lezero.functions.conv import autotune, parallel, select
 # %matplotlib inline
 
 rng = np.random.default_rng(0)

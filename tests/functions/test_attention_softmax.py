@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import lezero as lz
-from lezero.functions.attention_softmax import MaskedSoftmax, MaskedSoftmaxGrad
+from lezero.functions.attention.masked_softmax import MaskedSoftmax, MaskedSoftmaxGrad
 from lezero.kernels import numba_available
 from tests.opcheck import check_double_backward, check_gradient, rand
 

@@ -15,8 +15,8 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.conv_algos import autotune, select
-from lezero.functions.conv_algos.geometry import ConvProblem, conv_geometry
+from lezero.functions.conv import autotune, select
+from lezero.functions.conv.geometry import ConvProblem, conv_geometry
 from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
 
 TOL = {"winograd_4x4": 2e-5}

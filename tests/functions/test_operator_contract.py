@@ -33,7 +33,7 @@ import pytest
 import lezero as lz
 from lezero.core import backward as core_backward
 from lezero.functions import registry
-from lezero.functions.rnn_packed import PackedSequence
+from lezero.functions.rnn.packed import PackedSequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -588,11 +588,7 @@ FUNCTIONS_DIR = os.path.join(ROOT, "lezero", "functions")
 # Key: "path: function: np.name" (no line numbers, so edits elsewhere do not break it).
 # An entry that no longer occurs in its file fails the test, so the list shrinks as they
 # are fixed.
-ALLOWED = {
-    # Joins the batch parts of a CPU-threaded convolution.  parts_for() splits only NumPy
-    # problems, so it never sees CuPy today, but xp_of(outs[0]).concatenate says so.
-    "lezero/functions/conv_algos/parallel.py: run_product: np.concatenate",
-}
+ALLOWED = set()
 
 # NumPy names that only describe dtypes and shapes, or set error states: always fine.
 DTYPE_AND_SHAPE = {"dtype", "result_type", "promote_types", "can_cast", "finfo", "iinfo",
@@ -723,8 +719,7 @@ class _Module:
         for n in self.tree.body:
             if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("lezero.functions."):
                 for alias in n.names:
-                    self.imports[alias.asname or alias.name] = (n.module.rsplit(".", 1)[1],
-                                                                alias.name)
+                    self.imports[alias.asname or alias.name] = (n.module, alias.name)
 
     @staticmethod
     def methods(cls):
@@ -732,13 +727,16 @@ class _Module:
 
 
 def _modules():
+    """Every module under lezero/functions, keyed by its dotted name."""
     mods = {}
     for dirpath, _, files in os.walk(FUNCTIONS_DIR):
         for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, ROOT)
+                name = rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
                 with open(path, encoding="utf-8") as src:
-                    mods[f[:-3]] = _Module(os.path.relpath(path, ROOT), src.read())
+                    mods[name] = _Module(rel, src.read())
     return mods
 
 
@@ -869,7 +867,8 @@ def helper(shape, g):
 def op(x):
     return np.exp(x)        # a wrapper, not forward/backward: not followed
 '''
-    mods = {"here": _Module("here.py", src), "other": _Module("other.py", other)}
+    mods = {"here": _Module("here.py", src),
+            "lezero.functions.other": _Module("other.py", other)}
     found = scan_numpy_on_data(mods)
     assert sorted(found) == ["here.py: Op.forward: np.exp", "here.py: _local: np.tanh"]
     assert found["here.py: Op.forward: np.exp"].startswith("here.py:16: ")

@@ -4,7 +4,7 @@ import pytest
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.pooling_common import pooled_size
+from lezero.functions.pooling.common import pooled_size
 from lezero.kernels import numba_available
 from lezero.kernels import pooling as K
 

@@ -3,7 +3,7 @@
 The operators live in ``lezero.functions`` (``rnn_packed``); this module gives them
 PyTorch's import path: ``from lezero.nn.utils.rnn import pack_padded_sequence``.
 """
-from lezero.functions.rnn_packed import (PackedSequence, pack_padded_sequence, pack_sequence,
+from lezero.functions.rnn.packed import (PackedSequence, pack_padded_sequence, pack_sequence,
                                          pad_packed_sequence, pad_sequence)
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",

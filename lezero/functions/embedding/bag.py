@@ -1,0 +1,376 @@
+"""``embedding_bag``: sums, means or maxima of bags of embedding rows (PyTorch semantics).
+
+A bag is a run of indices: the rows of a 2-D input (B, N), or the pieces of a 1-D input
+cut at ``offsets``.  Everything is vectorised over a *bag plan* (``_Bags``): the kept
+entries (padding removed), each with its weight row ``idx``, its bag ``seg`` and its
+position ``pos`` in the flattened input.  Bag sums are segment sums (a scatter-add by
+``seg``), and weight gradients a scatter-add by ``idx``, both through ``scatter_add_``
+(a Numba kernel on the CPU).
+
+Sum and mean are one bilinear map ``out[b] = sum_k s_k c_k w[idx_k]`` (``s`` a constant
+per-entry scale: 1 / bag size for mean; ``c`` the optional per-sample weights), so the
+three Functions below -- the map, its weight gradient and its per-sample-weight gradient
+-- are each other's derivatives, and any order of differentiation works.  Max mode picks
+one row per output element; its gradient and the gradient's gradient are a scatter and
+a gather of the same picks.
+"""
+import math
+import numbers
+
+import numpy as np
+
+from lezero.core import Function
+from lezero.functions._activation_utils import check_real
+from lezero.functions.common import (check_bool, check_float, check_variable, scatter_add_,
+                                     xp_of)
+from lezero.functions.embedding.lookup import _check_padding_idx, _renorm_rows_
+from lezero.functions.registry import register
+
+__all__ = ["embedding_bag"]
+
+OP = "embedding_bag"
+MODES = ("sum", "mean", "max")
+
+
+class _Bags:
+    """The bag plan: which input entries are kept and where each one goes.
+
+    ``idx``, ``seg``, ``pos``: per kept entry, its weight row, its bag and its position in
+    the flattened input (all sorted by bag).  ``sizes``: kept entries per bag.  ``num``:
+    weight rows.  ``shape``: the input's shape (that of per_sample_weights).
+    """
+
+    def __init__(self, idx, seg, pos, sizes, num, shape):
+        self.idx, self.seg, self.pos, self.sizes = idx, seg, pos, sizes
+        self.num, self.shape = num, shape
+        self.n_bags = sizes.shape[0]
+
+
+def _coefficients(scale, psw, bags, dtype):
+    """The per-entry factor ``scale * psw[pos]`` (None when both are absent)."""
+    coef = None if scale is None else scale.astype(dtype, copy=False)
+    if psw is not None:
+        picked = psw.reshape(-1)[bags.pos].astype(dtype, copy=False)
+        coef = picked if coef is None else coef * picked
+    return coef
+
+
+def _segment_sum(bags, rows):
+    """(B, dim): the sum of the kept entries' ``rows`` in each bag (zeros when empty)."""
+    out = xp_of(rows).zeros((bags.n_bags,) + rows.shape[1:], dtype=rows.dtype)
+    scatter_add_(out, bags.seg, rows)
+    return out
+
+
+class EmbeddingBagSum(Function):
+    """(weight[, per_sample_weights]) -> out[b] = sum over bag b of s_k c_k weight[idx_k].
+
+    ``scale`` (s: None or one value per kept entry) is part of the map; ``grad_scale``
+    replaces it in the weight gradient only (scale_grad_by_freq), as PyTorch does.
+    """
+
+    def __init__(self, bags, scale=None, grad_scale=None):
+        self.bags = bags
+        self.scale = scale
+        self.grad_scale = scale if grad_scale is None else grad_scale
+
+    def forward(self, w, psw=None):
+        xp = xp_of(w)
+        rows = xp.take(w, self.bags.idx, axis=0)
+        coef = _coefficients(self.scale, psw, self.bags, w.dtype)
+        if coef is not None:
+            rows = rows * coef[:, None]
+        return _segment_sum(self.bags, rows)
+
+    def backward(self, gy):
+        w, psw = self.inputs[0], self.inputs[1:]
+        gw = gpsw = None
+        if self.needs_input_grad[0]:
+            gw = EmbeddingBagSumGrad(self.bags, self.grad_scale)(gy, *psw)
+        if psw and self.needs_input_grad[1]:
+            gpsw = EmbeddingBagSampleGrad(self.bags, self.scale)(gy, w)
+        return (gw, gpsw) if psw else gw
+
+
+class EmbeddingBagSumGrad(Function):
+    """(gy (B, dim)[, per_sample_weights]) -> the (num, dim) weight gradient: gy[seg_k]
+    times s_k c_k, scatter-added into row idx_k."""
+
+    def __init__(self, bags, scale):
+        self.bags = bags
+        self.scale = scale
+
+    def forward(self, gy, psw=None):
+        xp = xp_of(gy)
+        rows = xp.take(gy, self.bags.seg, axis=0)
+        coef = _coefficients(self.scale, psw, self.bags, gy.dtype)
+        if coef is not None:
+            rows = rows * coef[:, None]
+        gw = xp.zeros((self.bags.num,) + gy.shape[1:], dtype=gy.dtype)
+        scatter_add_(gw, self.bags.idx, rows)
+        return gw
+
+    def backward(self, ggw):
+        gy, psw = self.inputs[0], self.inputs[1:]
+        g_gy = g_psw = None
+        if self.needs_input_grad[0]:
+            g_gy = EmbeddingBagSum(self.bags, self.scale)(ggw, *psw)
+        if psw and self.needs_input_grad[1]:
+            g_psw = EmbeddingBagSampleGrad(self.bags, self.scale)(gy, ggw)
+        return (g_gy, g_psw) if psw else g_gy
+
+
+class EmbeddingBagSampleGrad(Function):
+    """(gy (B, dim), weight) -> the per_sample_weights gradient, of the input's shape:
+    s_k <gy[seg_k], weight[idx_k]> at each kept entry, 0 at padding and unused entries."""
+
+    def __init__(self, bags, scale):
+        self.bags = bags
+        self.scale = scale
+
+    def forward(self, gy, w):
+        xp = xp_of(gy, w)
+        bags = self.bags
+        dots = (xp.take(gy, bags.seg, axis=0) * xp.take(w, bags.idx, axis=0)).sum(axis=1)
+        if self.scale is not None:
+            dots = dots * self.scale.astype(dots.dtype, copy=False)
+        out = xp.zeros(math.prod(bags.shape), dtype=dots.dtype)
+        out[bags.pos] = dots
+        return out.reshape(bags.shape)
+
+    def backward(self, gc):
+        gy, w = self.inputs
+        g_gy = g_w = None
+        if self.needs_input_grad[0]:
+            g_gy = EmbeddingBagSum(self.bags, self.scale)(w, gc)
+        if self.needs_input_grad[1]:
+            g_w = EmbeddingBagSumGrad(self.bags, self.scale)(gy, gc)
+        return g_gy, g_w
+
+
+def _segment_max_rows(bags, rows):
+    """For each bag and feature, the position (into the kept entries) of the first
+    largest entry; (B, dim) ints, -1 for empty bags."""
+    xp = xp_of(rows)
+    n, dim = rows.shape
+    at = xp.full((bags.n_bags, dim), -1, dtype=np.int64)
+    if n == 0:
+        return at
+    starts = xp.cumsum(bags.sizes) - bags.sizes
+    full = bags.sizes > 0
+    if xp is np:
+        first = starts[full]
+        best = np.maximum.reduceat(rows, first, axis=0)
+        hit = rows == np.repeat(best, bags.sizes[full], axis=0)
+        cand = np.where(hit, np.arange(n)[:, None], n)
+        pick = np.minimum.reduceat(cand, first, axis=0)
+        pick = np.where(pick == n, first[:, None], pick)      # a bag of NaNs: its first
+        at[full] = pick
+    else:
+        # Other backends: a padded (B, longest bag, dim) block, reduced along axis 1.
+        rank = xp.arange(n) - starts[bags.seg]
+        block = xp.full((bags.n_bags, int(bags.sizes.max()), dim), -xp.inf, dtype=rows.dtype)
+        block[bags.seg, rank] = rows
+        at[full] = (block.argmax(axis=1) + starts[:, None])[full]
+    return at
+
+
+class EmbeddingBagPick(Function):
+    """weight -> out[b, d] = weight[rows[b, d], d] (0 where rows is -1)."""
+
+    def __init__(self, rows, num):
+        self.rows = rows
+        self.num = num
+
+    def _pick(self, w):
+        xp = xp_of(w)
+        dim = w.shape[1]
+        safe = xp.maximum(self.rows, 0)
+        out = w.reshape(-1)[safe * dim + xp.arange(dim)]
+        return xp.where(self.rows >= 0, out, xp.zeros((), dtype=w.dtype))
+
+    def forward(self, w):
+        return self._pick(w)
+
+    def backward(self, gy):
+        return EmbeddingBagMaxGrad(self.rows, self.num)(gy)
+
+
+class EmbeddingBagMax(EmbeddingBagPick):
+    """weight -> the per-feature maximum over each bag (max mode); empty bags give 0.
+    The gradient goes to the row that gave each maximum (the first one, on ties)."""
+
+    def __init__(self, bags):
+        super().__init__(None, bags.num)
+        self.bags = bags
+
+    def forward(self, w):
+        xp = xp_of(w)
+        idx = self.bags.idx
+        entries = _segment_max_rows(self.bags, xp.take(w, idx, axis=0))
+        self.rows = entries if idx.size == 0 else \
+            xp.where(entries >= 0, idx[xp.maximum(entries, 0)], -1)
+        return self._pick(w)
+
+
+class EmbeddingBagMaxGrad(Function):
+    """gy (B, dim) -> the (num, dim) weight gradient of max mode: gy[b, d] added into
+    row rows[b, d] (nothing from empty bags).  Its own gradient picks those rows back."""
+
+    def __init__(self, rows, num):
+        self.rows = rows
+        self.num = num
+
+    def forward(self, gy):
+        xp = xp_of(gy)
+        dim = gy.shape[1]
+        flat = (self.rows * dim + xp.arange(dim)).reshape(-1)
+        used = self.rows.reshape(-1) >= 0
+        gw = xp.zeros(self.num * dim, dtype=gy.dtype)
+        scatter_add_(gw, flat[used], gy.reshape(-1)[used])
+        return gw.reshape(self.num, dim)
+
+    def backward(self, ggw):
+        return EmbeddingBagPick(self.rows, self.num)(ggw)
+
+
+# ----- argument checks -----------------------------------------------------------------
+
+def _int_array(name, x):
+    arr = check_variable(OP, name, x)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{OP}: {name} must hold integers, got dtype {arr.dtype}")
+    return arr
+
+
+def _bag_bounds(xp, indices, offsets, include_last_offset):
+    """(starts, ends) of the bags, as int64 arrays, after checking ``offsets``."""
+    if indices.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{OP}: offsets must be None for a 2-D input (each row is a "
+                             f"bag), got {type(offsets).__name__}")
+        # As in PyTorch, include_last_offset does not apply to a 2-D input.
+        n_bags, length = indices.shape
+        starts = xp.arange(n_bags, dtype=np.int64) * length
+        return starts, starts + length
+    if offsets is None:
+        raise ValueError(f"{OP}: offsets are required for a 1-D input (they mark where "
+                         f"each bag starts)")
+    offs = _int_array("offsets", offsets)
+    if offs.ndim != 1 or offs.shape[0] == 0:
+        raise ValueError(f"{OP}: offsets must be a non-empty 1-D array, got shape {offs.shape}")
+    offs = xp.asarray(offs).astype(np.int64)
+    first, last, length = int(offs[0]), int(offs[-1]), indices.shape[0]
+    if first != 0:
+        raise ValueError(f"{OP}: offsets[0] must be 0 (the first bag starts the input), "
+                         f"got {first}")
+    if offs.shape[0] > 1 and bool((offs[1:] < offs[:-1]).any()):
+        raise ValueError(f"{OP}: offsets must be non-decreasing, got {offs.tolist()}")
+    if last > length:
+        raise ValueError(f"{OP}: offsets[-1] is {last}, beyond the input's length {length}")
+    if include_last_offset:
+        if offs.shape[0] < 2:
+            raise ValueError(f"{OP}: with include_last_offset=True, offsets need at least 2 "
+                             f"entries (bag starts and the end), got {offs.shape[0]}")
+        return offs[:-1], offs[1:]
+    return offs, xp.concatenate([offs[1:], xp.asarray([length], dtype=np.int64)])
+
+
+def _make_bags(xp, indices, starts, ends, padding_idx, num):
+    flat = indices.reshape(-1)
+    sizes = ends - starts
+    total = int(ends[-1]) if ends.shape[0] else 0
+    pos = xp.arange(total)
+    seg = xp.searchsorted(ends, pos, side="right")          # the bag of each entry
+    if padding_idx is not None:
+        keep = flat[:total] != padding_idx
+        pos, seg = pos[keep], seg[keep]
+    idx = flat[pos]
+    sizes = xp.bincount(seg, minlength=sizes.shape[0]) if seg.size else xp.zeros_like(sizes)
+    return _Bags(idx, seg, pos, sizes.astype(np.int64), num, indices.shape)
+
+
+@register("embedding", notes="sum/mean/max; 2-D input or 1-D with offsets")
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
+                  scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
+    """The sum, mean or max of each bag of rows of ``weight`` (num_embeddings, dim), as
+    ``torch.nn.functional.embedding_bag``; the result has shape (bags, dim).
+
+    ``input``: integer indices, either 2-D (B, N) -- B bags of N -- with ``offsets``
+    None, or 1-D with ``offsets`` (1-D, non-decreasing, starting at 0) marking where each
+    bag starts; with ``include_last_offset`` the last offset is the end of the last bag
+    (entries after it belong to no bag).  ``mode``: "sum", "mean" or "max".
+    ``per_sample_weights`` (input's shape, mode "sum" only) scale each entry.
+    ``padding_idx``: entries equal to it are left out of their bag (a mean divides by the
+    remaining count); an empty bag gives zeros.  ``max_norm``: looked-up rows longer than
+    it are first scaled down *in place* in ``weight``.  ``scale_grad_by_freq``: divide
+    each row's gradient by how often its index occurs in the bags (sum and mean; this is
+    PyTorch's documented rule -- its CPU kernel divides some rows by the wrong count,
+    pytorch/pytorch#190063).  ``sparse=True`` is refused: gradients are dense.
+    """
+    indices = check_variable(OP, "input", input)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{OP}: input must hold integer indices, got dtype {indices.dtype}")
+    if indices.ndim not in (1, 2):
+        raise ValueError(f"{OP}: input must be 1-D (with offsets) or 2-D (bags, length), "
+                         f"got shape {indices.shape}")
+    w = check_float(OP, "weight", weight)
+    if w.ndim != 2:
+        raise ValueError(f"{OP}: weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {w.shape}")
+    num = w.shape[0]
+    if not isinstance(mode, str):
+        raise TypeError(f"{OP}: mode must be a str, got {type(mode).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"{OP}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    include_last_offset = check_bool(OP, "include_last_offset", include_last_offset)
+    scale_grad_by_freq = check_bool(OP, "scale_grad_by_freq", scale_grad_by_freq)
+    if check_bool(OP, "sparse", sparse):
+        raise ValueError(f"{OP}: sparse=True is not supported (gradients are dense)")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{OP}: scale_grad_by_freq is not supported with mode='max'")
+    padding_idx = _check_padding_idx(padding_idx, num, OP)
+    if max_norm is not None:
+        max_norm = check_real(OP, "max_norm", max_norm)
+        norm_type = check_real(OP, "norm_type", norm_type)
+        if max_norm <= 0 or norm_type <= 0:
+            raise ValueError(f"{OP}: max_norm and norm_type must be positive, got "
+                             f"{max_norm} and {norm_type}")
+    psw = None
+    if per_sample_weights is not None:
+        psw = check_float(OP, "per_sample_weights", per_sample_weights)
+        if mode != "sum":
+            raise ValueError(f"{OP}: per_sample_weights are only supported with mode='sum', "
+                             f"got mode={mode!r}")
+        if psw.shape != indices.shape:
+            raise ValueError(f"{OP}: per_sample_weights must have the input's shape "
+                             f"{indices.shape}, got {psw.shape}")
+        if psw.dtype != w.dtype:
+            raise TypeError(f"{OP}: per_sample_weights must have the weight's dtype "
+                            f"{w.dtype}, got {psw.dtype}")
+    xp = xp_of(w)
+    indices = xp.asarray(indices)          # on the weight's device
+    if indices.size:
+        lo, hi = int(indices.min()), int(indices.max())
+        bad = lo if lo < 0 else hi if hi >= num else None
+        if bad is not None:
+            raise ValueError(f"{OP}: index {bad} in input is out of range for a weight with "
+                             f"{num} rows (valid indices are 0 to {num - 1})")
+    starts, ends = _bag_bounds(xp, indices, offsets, include_last_offset)
+    bags = _make_bags(xp, indices, starts, ends, padding_idx, num)
+    if max_norm is not None and indices.size:
+        # As in PyTorch: every index of the input is renormalised, padding included.
+        _renorm_rows_(w, indices.reshape(-1), max_norm, norm_type)
+
+    if mode == "max":
+        return EmbeddingBagMax(bags)(weight)
+    scale = None
+    if mode == "mean":
+        scale = 1.0 / xp.maximum(bags.sizes, 1)[bags.seg].astype(w.dtype)
+    grad_scale = None
+    if scale_grad_by_freq:
+        counts = xp.bincount(bags.idx, minlength=num)[bags.idx].astype(w.dtype)
+        grad_scale = (1.0 if scale is None else scale) / counts
+    inputs = (weight,) if per_sample_weights is None else (weight, per_sample_weights)
+    return EmbeddingBagSum(bags, scale, grad_scale)(*inputs)

@@ -1,0 +1,113 @@
+"""Recurrence: single-step cells, fused whole-sequence layers, packed sequences.
+
+The cells (``lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``, ``rnn_relu_cell``) are built
+from LeZero operators, so they are differentiable to any order; they follow PyTorch's
+gate order (LSTM i, f, g, o; GRU r, z, n) and weight layout (``w_ih`` is
+(gates * hidden, input), ``w_hh`` is (gates * hidden, hidden)).  Inputs are (N, I), or
+unbatched (I,).  A missing state (None) means zeros.
+
+The fused sequence operators (``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu``, in
+``rnn_fused``) and packed sequences (``rnn_packed``) are re-exported here.
+"""
+from lezero.core import Variable
+from lezero.functions.rnn import fused as _fused, packed as _packed
+from lezero.functions.common import check_float, data_of, xp_of
+from lezero.functions.activation import relu, sigmoid
+from lezero.functions.linalg import matmul
+from lezero.functions.math import tanh
+from lezero.functions.registry import register
+from lezero.functions.rnn.fused import *      # noqa: F401,F403  (re-exported)
+from lezero.functions.rnn.packed import *     # noqa: F401,F403  (re-exported)
+from lezero.functions.shape import get_item, reshape, transpose
+
+__all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"] + _fused.__all__ \
+    + _packed.__all__
+
+
+def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
+    """Check a cell's arguments; return (x as (N, I), states as (N, H), hidden, batched)."""
+    xa = check_float(op, "x", x)
+    if xa.ndim not in (1, 2):
+        raise ValueError(f"{op}: x must be (N, input_size) or (input_size,), got shape "
+                         f"{xa.shape}")
+    wi, wh = check_float(op, "w_ih", w_ih), check_float(op, "w_hh", w_hh)
+    if wh.ndim != 2 or wh.shape[0] != gates * wh.shape[1]:
+        raise ValueError(f"{op}: w_hh must be ({gates} * hidden, hidden), got shape {wh.shape}")
+    hidden = wh.shape[1]
+    if wi.shape != (gates * hidden, xa.shape[-1]):
+        raise ValueError(f"{op}: w_ih must have shape {(gates * hidden, xa.shape[-1])} for "
+                         f"input of shape {xa.shape}, got {wi.shape}")
+    for name, b in (("b_ih", b_ih), ("b_hh", b_hh)):
+        if b is not None and check_float(op, name, b).shape != (gates * hidden,):
+            raise ValueError(f"{op}: {name} must have shape {(gates * hidden,)}, got "
+                             f"{data_of(b).shape}")
+    batched = xa.ndim == 2
+    n = xa.shape[0] if batched else 1
+    out = []
+    for name, h in states:
+        if h is None:
+            h = Variable(xp_of(xa).zeros((n, hidden), dtype=xa.dtype), requires_grad=False)
+        else:
+            want = (n, hidden) if batched else (hidden,)
+            if check_float(op, name, h).shape != want:
+                raise ValueError(f"{op}: {name} must have shape {want}, got "
+                                 f"{data_of(h).shape}")
+            h = h if batched else reshape(h, (1, hidden))
+        out.append(h)
+    x = x if batched else reshape(x, (1, xa.shape[0]))
+    return x, out, hidden, batched
+
+
+def _affine(x, w, b):
+    """x @ w.T (+ b)."""
+    y = matmul(x, transpose(w))
+    return y if b is None else y + b
+
+
+def _chunk(y, k, hidden):
+    return get_item(y, (slice(None), slice(k * hidden, (k + 1) * hidden)))
+
+
+def _unbatch(h, batched):
+    return h if batched else reshape(h, (h.shape[1],))
+
+
+@register("rnn")
+def lstm_cell(x, hx, cx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One LSTM step: returns ``(h', c')`` with c' = f c + i g, h' = o tanh(c')."""
+    x, (h, c), hidden, batched = _prepare("lstm_cell", 4, x, [("hx", hx), ("cx", cx)],
+                                          w_ih, w_hh, b_ih, b_hh)
+    g = _affine(x, w_ih, b_ih) + _affine(h, w_hh, b_hh)
+    i, f = sigmoid(_chunk(g, 0, hidden)), sigmoid(_chunk(g, 1, hidden))
+    cand, o = tanh(_chunk(g, 2, hidden)), sigmoid(_chunk(g, 3, hidden))
+    c = f * c + i * cand
+    h = o * tanh(c)
+    return _unbatch(h, batched), _unbatch(c, batched)
+
+
+@register("rnn")
+def gru_cell(x, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One GRU step: n = tanh(W_in x + b_in + r (W_hn h + b_hn)); h' = (1 - z) n + z h."""
+    x, (h,), hidden, batched = _prepare("gru_cell", 3, x, [("hx", hx)], w_ih, w_hh, b_ih,
+                                        b_hh)
+    gi, gh = _affine(x, w_ih, b_ih), _affine(h, w_hh, b_hh)
+    r = sigmoid(_chunk(gi, 0, hidden) + _chunk(gh, 0, hidden))
+    z = sigmoid(_chunk(gi, 1, hidden) + _chunk(gh, 1, hidden))
+    n = tanh(_chunk(gi, 2, hidden) + r * _chunk(gh, 2, hidden))
+    return _unbatch(n + z * (h - n), batched)
+
+
+@register("rnn")
+def rnn_tanh_cell(x, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One Elman step: h' = tanh(W_ih x + b_ih + W_hh h + b_hh)."""
+    x, (h,), _, batched = _prepare("rnn_tanh_cell", 1, x, [("hx", hx)], w_ih, w_hh, b_ih,
+                                   b_hh)
+    return _unbatch(tanh(_affine(x, w_ih, b_ih) + _affine(h, w_hh, b_hh)), batched)
+
+
+@register("rnn")
+def rnn_relu_cell(x, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """One Elman step with relu: h' = relu(W_ih x + b_ih + W_hh h + b_hh)."""
+    x, (h,), _, batched = _prepare("rnn_relu_cell", 1, x, [("hx", hx)], w_ih, w_hh, b_ih,
+                                   b_hh)
+    return _unbatch(relu(_affine(x, w_ih, b_ih) + _affine(h, w_hh, b_hh)), batched)
