@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from lezero.core.random import get_rng as _process_rng
+from lezero.core import get_rng as _process_rng
 
 # The first word of every spawn key says what the stream is for, so the streams of one
 # seed never overlap: shuffling, per-batch augmentation, per-worker legacy seeding.

@@ -1,4 +1,10 @@
-"""Small helpers shared by the operator modules: argument checks and gradient reshaping."""
+"""The few helpers every operator family uses: the array module, the array behind an
+argument, and turning arguments into Variables (``as_variable`` for one, ``operands`` for
+an operator's validated array arguments).
+
+Argument checks live in ``lezero.utils.checks`` (one rule for error kinds everywhere);
+shape arithmetic of a family lives in that family.
+"""
 import numpy as np
 
 from lezero import cuda
@@ -15,71 +21,57 @@ def xp_of(*xs):
     return cuda.get_array_module(*xs)
 
 
-def _rows_kernel_applies(target, index, values):
-    """Whole rows picked by a 1-D integer index: the Numba kernel's case."""
-    from lezero import kernels
-    return (isinstance(index, np.ndarray) and index.ndim == 1 and index.dtype.kind in "iu"
-            and target.ndim >= 1 and target.flags.c_contiguous and target.dtype.kind == "f"
-            and getattr(values, "shape", None) == index.shape + target.shape[1:]
-            and kernels.enabled(target))
+def as_variable(x, like=None, dtype=None):
+    """A Variable for an operator's argument: Variables pass through; arrays and Python
+    numbers become constants (no gradient flows into them).
 
-
-def scatter_add_(target, index, values):
-    """``target[index] += values`` in place, where repeated indices all add up (a plain
-    ``+=`` would keep only one of them)."""
-    if xp_of(target) is np:
-        if _rows_kernel_applies(target, index, values):
-            from lezero.kernels.scatter import scatter_add_rows_
-            scatter_add_rows_(target, index, values)
-        else:
-            np.add.at(target, index, values)
-    else:
-        import cupyx
-        cupyx.scatter_add(target, index, values)
-
-
-def check_variable(op, name, x):
-    """Raise TypeError unless ``x`` is a Variable or an array; return its array."""
+    This is ``lezero.core.as_variable`` with the operators' dtype rules: a Python number
+    takes the dtype NumPy gives it next to ``like`` (so ``x32 * 2.0`` stays float32), and
+    ``dtype`` casts the array (a boolean mask picking pieces of a piecewise function
+    becomes 0s and 1s in the data's dtype).
+    """
     if isinstance(x, Variable):
-        return x.data
-    if isinstance(x, cuda.array_types()):
         return x
-    raise TypeError(f"{op}: {name} must be a Variable or an ndarray, got {type(x).__name__}")
+    if type(x) is not np.ndarray:
+        x = as_array(x, None if like is None else data_of(like))
+    if dtype is not None:
+        x = x.astype(dtype, copy=False)
+    return Variable(x, requires_grad=False)
 
 
-def check_float(op, name, x):
-    """Raise TypeError unless ``x`` holds floating-point data."""
-    arr = check_variable(op, name, x)
-    if arr.dtype.kind != "f":
-        raise TypeError(f"{op}: {name} must be floating point, got dtype {arr.dtype}")
-    return arr
+_KIND_NAMES = {"b": "bool", "i": "signed int", "u": "unsigned int", "f": "floating point"}
 
 
-def check_bool(op, name, value):
-    """Raise TypeError unless ``value`` is a bool (NumPy's too); return it as a bool."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{op}: {name} must be a bool, got {type(value).__name__}")
-    return bool(value)
+def operands(op, names, values, kinds="biuf"):
+    """Variables for an operator's array arguments, validated.
 
-
-def normalize_axis(op, axis, ndim, name="axis"):
-    """One axis in [0, ndim), with a clear error (naming the argument ``name``) when it is
-    not an int or out of range."""
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(f"{op}: {name} must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1):
-        raise ValueError(f"{op}: {name} {axis} is out of range for an input with {ndim} dims")
-    return int(axis) % max(ndim, 1)
-
-
-def normalize_axes(op, axis, ndim):
-    """None (all axes) or a sorted tuple of distinct axes in [0, ndim)."""
-    if axis is None:
-        return None
-    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
-    out = tuple(sorted(normalize_axis(op, a, ndim) for a in axes))
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {axis}")
+    Variables pass through; arrays and Python numbers become constants.  A Python number
+    takes the dtype NumPy gives it next to the first array argument, so ``x32 * 2.0``
+    stays float32.  ``kinds`` lists the accepted dtype kinds (``"f"``: floating only).
+    Raises TypeError naming ``op`` and the argument.
+    """
+    like = None
+    for v in values:
+        if isinstance(v, Variable):
+            like = v.data
+            break
+        if isinstance(v, cuda.array_types()):
+            like = v
+            break
+    out = []
+    for name, v in zip(names, values):
+        if isinstance(v, Variable):
+            var = v
+        elif isinstance(v, (bool, int, float, np.generic)) or isinstance(v, cuda.array_types()):
+            var = as_variable(v, like)
+        else:
+            raise TypeError(f"{op}: {name} must be a Variable, an ndarray or a Python number, "
+                            f"got {type(v).__name__}")
+        kind = var.data.dtype.kind
+        if kind not in kinds:
+            wanted = " or ".join(_KIND_NAMES[k] for k in kinds)
+            raise TypeError(f"{op}: {name} must be {wanted}, got dtype {var.data.dtype}")
+        out.append(var)
     return out
 
 
@@ -89,37 +81,3 @@ def inverse_permutation(perm):
     for position, axis in enumerate(perm):
         inverse[axis] = position
     return tuple(inverse)
-
-
-def keepdims_shape(shape, axes):
-    """The shape a reduction over ``axes`` has with keepdims=True."""
-    if axes is None:
-        return (1,) * len(shape)
-    return tuple(1 if i in axes else s for i, s in enumerate(shape))
-
-
-def reduced_shape(shape, axes):
-    """The shape a reduction over ``axes`` (all axes when None) has without keepdims."""
-    if axes is None:
-        return ()
-    return tuple(s for i, s in enumerate(shape) if i not in axes)
-
-
-def constant(array):
-    """A Variable that no gradient flows into."""
-    return Variable(array, requires_grad=False)
-
-
-def mask_like(x, values):
-    """A constant Variable holding ``values`` (a boolean or numeric array) in ``x``'s dtype.
-
-    Masks pick pieces of piecewise functions; being constants, their derivative is 0.
-    """
-    return constant(values.astype(data_of(x).dtype, copy=False))
-
-
-def as_input(x, like=None):
-    """A Variable for an operator argument (arrays and scalars become constants)."""
-    if isinstance(x, Variable):
-        return x
-    return Variable(as_array(x, None if like is None else data_of(like)), requires_grad=False)

@@ -9,7 +9,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable
-from lezero.core.random import get_rng
+from lezero.core import get_rng
 
 
 def _array(t):

@@ -18,10 +18,10 @@ import numpy as np
 
 from lezero import kernels
 from lezero.core import Function
-from lezero.functions._activation_utils import check_input
 from lezero.functions.common import xp_of
 from lezero.functions.math import exp, tanh
 from lezero.functions.registry import register
+from lezero.utils.checks import check_float_array
 
 __all__ = ["gelu"]
 
@@ -118,7 +118,7 @@ def gelu(input, approximate="none"):
 
     ``approximate="tanh"`` uses the tanh formula of Hendrycks & Gimpel, as PyTorch does.
     """
-    check_input("gelu", input)
+    check_float_array("gelu", "input", input)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return GELU(approximate)(input)

@@ -12,37 +12,30 @@ NaN and passes its gradient through.
 
 ``rrelu`` multiplies the input by a slope array fixed in the wrapper (1 for positive
 inputs, a random or the mean negative slope elsewhere) with dropout's ``ScaleShift``: its
-gradient is that same constant array.  All four are re-exported by ``activation``.
+gradient is that same constant array.
 """
 import math
 
-from lezero.core import Function
-from lezero.core.random import get_rng
-from lezero.functions._activation_utils import check_input, check_real, check_training
-from lezero.functions.common import data_of, mask_like, xp_of
-from lezero.functions.stochastic.dropout import ScaleShift
+from lezero.core import get_rng
+from lezero.functions.activation.piecewise import mask
+from lezero.functions.common import xp_of
+from lezero.functions.math import Elementwise
 from lezero.functions.registry import register
+from lezero.functions.stochastic import ScaleShift
+from lezero.utils.checks import check_float_array, check_real, check_training
 
 __all__ = ["hardshrink", "softshrink", "threshold", "rrelu"]
 
 
-class _PassMask(Function):
+class _PassMask(Elementwise):
     """``y = f(x)`` elementwise with ``f'`` equal to 1 where ``passes`` and 0 elsewhere.
 
     Subclasses define ``f(self, xp, x)`` on raw arrays and ``passes(self, xp, x)``, the
-    boolean array of inputs that go through with slope 1.  Keyword arguments of the
-    constructor (lambd, threshold, value) become attributes.
+    boolean array of inputs that go through with slope 1.
     """
 
-    def __init__(self, **params):
-        self.__dict__.update(params)
-
-    def forward(self, x):
-        return self.f(xp_of(x), x)
-
-    def backward(self, gy):
-        x = self.inputs[0]
-        return gy * mask_like(x, self.passes(xp_of(x.data), x.data))
+    def derivative(self, gy, x, y):
+        return gy * mask(x, self.passes(xp_of(x.data), x.data))
 
 
 class HardShrink(_PassMask):
@@ -81,7 +74,8 @@ class Threshold(_PassMask):
 def hardshrink(input, lambd=0.5):
     """``input`` where ``|input| > lambd``, 0 elsewhere (zero gradient at ``|input| == lambd``)."""
     lambd = check_real("hardshrink", "lambd", lambd)
-    return HardShrink(lambd=lambd)(check_input("hardshrink", input))
+    check_float_array("hardshrink", "input", input)
+    return HardShrink(lambd=lambd)(input)
 
 
 @register("activation")
@@ -91,7 +85,8 @@ def softshrink(input, lambd=0.5):
     lambd = check_real("softshrink", "lambd", lambd)
     if not lambd >= 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
-    return SoftShrink(lambd=lambd)(check_input("softshrink", input))
+    check_float_array("softshrink", "input", input)
+    return SoftShrink(lambd=lambd)(input)
 
 
 @register("activation")
@@ -99,7 +94,8 @@ def threshold(input, threshold, value):
     """``input`` where ``input > threshold``, ``value`` elsewhere."""
     limit = check_real("threshold", "threshold", threshold)
     value = check_real("threshold", "value", value)
-    return Threshold(threshold=limit, value=value)(check_input("threshold", input))
+    check_float_array("threshold", "input", input)
+    return Threshold(threshold=limit, value=value)(input)
 
 
 @register("activation")
@@ -116,7 +112,7 @@ def rrelu(input, lower=1 / 8, upper=1 / 3, training=None):
     if not (math.isfinite(lower) and math.isfinite(upper) and lower <= upper):
         raise ValueError(f"rrelu: lower and upper must be finite with lower <= upper, got "
                          f"lower={lower}, upper={upper}")
-    arr = data_of(check_input("rrelu", input))
+    arr = check_float_array("rrelu", "input", input)
     xp = xp_of(arr)
     if check_training("rrelu", training):
         noise = get_rng(xp).random(arr.shape, dtype="float32").astype(arr.dtype)

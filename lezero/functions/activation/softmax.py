@@ -5,12 +5,12 @@ any magnitude give finite results.  Their backwards are written with LeZero oper
 the output, so they can be differentiated again.
 """
 from lezero.core import Function
-from lezero.core.random import get_rng
-from lezero.functions._activation_utils import check_input, check_real
-from lezero.functions.common import check_bool, data_of, normalize_axis, xp_of
+from lezero.core import get_rng
+from lezero.functions.common import data_of, xp_of
 from lezero.functions.math import exp
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
+from lezero.utils.checks import check_axis, check_bool, check_float_array, check_real
 
 __all__ = ["softmax", "log_softmax", "gumbel_softmax"]
 
@@ -49,11 +49,10 @@ class LogSoftmax(Function):
 
 
 def _axis(op, x, axis, name="input"):
-    x = check_input(op, x, name)
-    ndim = data_of(x).ndim
+    ndim = check_float_array(op, name, x).ndim
     if ndim == 0:
         raise ValueError(f"{op}: {name} must have at least 1 dim, got a 0-dim array")
-    return normalize_axis(op, axis, ndim)
+    return check_axis(op, axis, ndim)
 
 
 @register("activation")

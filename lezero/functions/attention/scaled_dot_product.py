@@ -26,15 +26,15 @@ import math
 import numpy as np
 
 from lezero.core import Function, Variable, get_config
-from lezero.core.random import get_rng
-from lezero.functions.common import (check_bool, check_float, check_variable, constant, data_of,
-                                     xp_of)
+from lezero.core import get_rng
 from lezero.functions.attention.masked_softmax import MaskedSoftmax
+from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.linalg import linear, matmul
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import (broadcast_to, concatenate, get_item, reshape, swapaxes,
                                     transpose)
+from lezero.utils.checks import check_array, check_bool, check_float_array
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 
@@ -59,7 +59,7 @@ def _plain_attention(q, k, v, mask_add, keep, dropout_p, scale, causal=False):
     p = MaskedSoftmax(keep, scale, causal)(s)
     if dropout_p > 0:
         xp = xp_of(p)
-        p = p * constant(_dropout_scale(xp, get_rng(xp), p.shape, dropout_p, p.dtype))
+        p = p * as_variable(_dropout_scale(xp, get_rng(xp), p.shape, dropout_p, p.dtype))
     return matmul(p, v), p
 
 
@@ -184,7 +184,7 @@ class ChunkedAttentionGrad(Function):
 def _check_mask(op, name, mask, target, dtype):
     """A bool mask (returned as a keep array) or a float mask (returned as an additive
     Variable or array); either must broadcast to ``target``."""
-    arr = check_variable(op, name, mask)
+    arr = check_array(op, name, mask)
     try:
         ok = np.broadcast_shapes(arr.shape, target) == tuple(target)
     except ValueError:
@@ -226,7 +226,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``chunk_size``: None (automatic), 0 (plain path) or the query rows per chunk.
     """
     op = "scaled_dot_product_attention"
-    q, k, v = (check_float(op, n, a) for n, a in (("query", query), ("key", key),
+    q, k, v = (check_float_array(op, n, a) for n, a in (("query", query), ("key", key),
                                                   ("value", value)))
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(f"{op}: query, key and value need at least 2 dims, got shapes "
@@ -293,12 +293,12 @@ def _additive(op, name, mask, dtype):
     """PyTorch's canonical mask: bool True (ignore) -> -inf, float kept (cast to dtype)."""
     if mask is None:
         return None
-    arr = check_variable(op, name, mask)
+    arr = check_array(op, name, mask)
     if arr.dtype == np.bool_:
-        return constant(xp_of(arr).where(arr, -np.inf, 0.0).astype(dtype))
+        return as_variable(xp_of(arr).where(arr, -np.inf, 0.0).astype(dtype))
     if arr.dtype.kind != "f":
         raise TypeError(f"{op}: {name} must be bool or floating point, got dtype {arr.dtype}")
-    return mask if arr.dtype == dtype else constant(arr.astype(dtype))
+    return mask if arr.dtype == dtype else as_variable(arr.astype(dtype))
 
 
 def _pad_last(x, xp, dtype):
@@ -306,7 +306,7 @@ def _pad_last(x, xp, dtype):
     if x is None:
         return None
     shape = x.shape[:-1] + (1,)
-    return concatenate([x, constant(xp.zeros(shape, dtype=dtype))], axis=-1)
+    return concatenate([x, as_variable(xp.zeros(shape, dtype=dtype))], axis=-1)
 
 
 def _check_int(op, name, value, minimum):
@@ -319,7 +319,7 @@ def _check_int(op, name, value, minimum):
 
 def _check_weight(op, name, w, shape):
     """Raise unless ``w`` is a float array of ``shape``."""
-    arr = check_float(op, name, w)
+    arr = check_float_array(op, name, w)
     if arr.shape != shape:
         raise ValueError(f"{op}: {name} must have shape {shape}, got {arr.shape}")
 
@@ -363,14 +363,14 @@ def _check_mha_arguments(op, qa, ka, va, embed_dim_to_check, num_heads, in_proj_
         _check_weight(op, "in_proj_bias", in_proj_bias, (3 * embed,))
     for name, b in (("bias_k", bias_k), ("bias_v", bias_v)):
         if b is not None:
-            arr = check_float(op, name, b)
+            arr = check_float_array(op, name, b)
             if arr.ndim > 3 or arr.size != embed or arr.shape[-1:] != (embed,):
                 raise ValueError(f"{op}: {name} must hold one {embed}-vector, shaped "
                                  f"(1, 1, {embed}) or ({embed},); got {arr.shape}")
     if (bias_k is None) != (bias_v is None):
         raise ValueError(f"{op}: give both bias_k and bias_v or neither")
     for name, t in statics.items():
-        if t is not None and check_float(op, name, t).ndim != 3:
+        if t is not None and check_float_array(op, name, t).ndim != 3:
             raise ValueError(f"{op}: {name} must be (N * num_heads, S, head_dim), got shape "
                              f"{data_of(t).shape}")
     _check_weight(op, "out_proj_weight", out_proj_weight, (embed, embed))
@@ -399,7 +399,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     averaged over heads, (N, heads, L, S) otherwise, or None unless ``need_weights``.
     """
     op = "multi_head_attention_forward"
-    qa, ka, va = (check_float(op, n, a) for n, a in (("query", query), ("key", key),
+    qa, ka, va = (check_float_array(op, n, a) for n, a in (("query", query), ("key", key),
                                                      ("value", value)))
     if qa.ndim not in (2, 3) or ka.ndim != qa.ndim or va.ndim != qa.ndim:
         raise ValueError(f"{op}: query, key and value must all be (L, N, E) or all unbatched "
@@ -470,7 +470,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
             raise ValueError(f"{op}: {name} must be {(bsz * num_heads, '*', head_dim)}, got "
                              f"{data_of(t).shape}")
     if add_zero_attn:
-        zeros = constant(xp.zeros((bsz * num_heads, 1, head_dim), dtype=dtype))
+        zeros = as_variable(xp.zeros((bsz * num_heads, 1, head_dim), dtype=dtype))
         k, v = concatenate([k, zeros], axis=1), concatenate([v, zeros], axis=1)
         attn_mask, key_padding_mask = (_pad_last(m, xp, dtype)
                                        for m in (attn_mask, key_padding_mask))

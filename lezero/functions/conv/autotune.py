@@ -23,10 +23,10 @@ import warnings
 import numpy as np
 
 from lezero import cuda
-from lezero.core.config import get_config
-from lezero.utils.files import atomic_write
+from lezero.core import get_config
 from lezero.functions.conv import select
 from lezero.functions.conv.parallel import run_product
+from lezero.utils.files import atomic_write
 
 ENV_FILE = "LEZERO_CONV_CACHE"
 ENV_DIR = "LEZERO_CACHE_DIR"

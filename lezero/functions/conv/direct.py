@@ -9,6 +9,7 @@
 import math
 
 from lezero import kernels
+from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, copy_window, gemm_seconds,
                                               padded_input, stream_seconds, strided,
                                               window_extent, xp_of)

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (MACHINE, Algorithm, copy_window, gemm_seconds,
                                               padded_input, stream_seconds, strided,
                                               window_extent, xp_of)

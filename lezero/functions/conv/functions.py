@@ -15,6 +15,7 @@ adjoints.
 import numpy as np
 
 from lezero.core import Function
+from lezero.functions.common import xp_of
 from lezero.functions.conv import select
 from lezero.functions.conv.algorithm import xp_of
 from lezero.functions.conv.geometry import ConvProblem

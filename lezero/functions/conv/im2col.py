@@ -14,6 +14,7 @@ columns), so each product is a single GEMM per group over the whole batch:
 import math
 
 from lezero import kernels
+from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, gemm_seconds, scratch,
                                               stream_seconds, xp_of)
 

@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from lezero.functions.common import check_float, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.conv import select
 from lezero.functions.conv.functions import (Conv, ConvGradInput, Fold, Unfold,
                                                    problem)
@@ -28,6 +28,7 @@ from lezero.functions.conv.geometry import (ConvProblem, conv_geometry,
                                                   conv_transpose_geometry, ntuple)
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_float_array, ntuple
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "conv_explain"]
@@ -38,8 +39,8 @@ _SPATIAL = {1: "L", 2: "H, W", 3: "D, H, W"}
 
 def _operands(op, nd, x, weight, bias):
     """Check kinds, ranks, dtypes and devices; return (x array, w array, batched x shape)."""
-    xa = check_float(op, "x", x)
-    wa = check_float(op, "weight", weight)
+    xa = check_float_array(op, "x", x)
+    wa = check_float_array(op, "weight", weight)
     if xa.ndim not in (nd + 1, nd + 2):
         raise ValueError(f"{op}: x must be {nd + 2}-D (N, C, {_SPATIAL[nd]}) or "
                          f"{nd + 1}-D unbatched, got shape {xa.shape}")
@@ -50,7 +51,7 @@ def _operands(op, nd, x, weight, bias):
     if xp_of(xa) is not xp_of(wa):
         raise TypeError(f"{op}: x and weight are on different devices")
     if bias is not None:
-        ba = check_float(op, "bias", bias)
+        ba = check_float_array(op, "bias", bias)
         if ba.dtype != xa.dtype:
             raise TypeError(f"{op}: bias dtype {ba.dtype} differs from x dtype {xa.dtype}")
         if xp_of(ba) is not xp_of(xa):
@@ -60,9 +61,9 @@ def _operands(op, nd, x, weight, bias):
 
 
 def _check_bias(op, bias, channels):
-    if bias is not None and check_float(op, "bias", bias).shape != (channels,):
+    if bias is not None and check_float_array(op, "bias", bias).shape != (channels,):
         raise ValueError(f"{op}: bias must have shape ({channels},), got "
-                         f"{check_float(op, 'bias', bias).shape}")
+                         f"{check_float_array(op, 'bias', bias).shape}")
 
 
 def _check_groups(op, groups, in_channels, out_channels):
@@ -181,7 +182,7 @@ def _block_geometry(op, spatial, kernel_size, dilation, padding, stride):
 def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
     """Sliding blocks of ``x (N, C, H, W)`` as columns: ``(N, C * kh * kw, L)`` with rows
     ordered (channel, kernel row, kernel column), as ``torch.nn.functional.unfold``."""
-    xa = check_float("unfold", "x", x)
+    xa = check_float_array("unfold", "x", x)
     if xa.ndim not in (3, 4):
         raise ValueError(f"unfold: x must be 4-D (N, C, H, W) or 3-D unbatched, got "
                          f"shape {xa.shape}")
@@ -194,7 +195,7 @@ def unfold(x, kernel_size, dilation=1, padding=0, stride=1):
 def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """The adjoint of ``unfold``: columns ``(N, C * kh * kw, L)`` summed back into an image
     ``(N, C, *output_size)``, overlapping blocks adding up."""
-    xa = check_float("fold", "x", x)
+    xa = check_float_array("fold", "x", x)
     if xa.ndim not in (2, 3):
         raise ValueError(f"fold: x must be 3-D (N, C * kh * kw, L) or 2-D unbatched, "
                          f"got shape {xa.shape}")

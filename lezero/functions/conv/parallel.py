@@ -20,7 +20,7 @@ import os
 import threading
 
 from lezero import cuda
-from lezero.core.config import get_config, register_setting
+from lezero.core import get_config, register_setting
 from lezero.kernels.conv_launch import serial_kernels
 
 register_setting("conv_threads", 0)

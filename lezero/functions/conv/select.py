@@ -4,7 +4,7 @@
 ``lz.Config.conv_autotune`` is on; then the candidates are timed once per shape bucket and
 the winner is remembered in a JSON file (see ``autotune``).
 """
-from lezero.core.config import get_config, register_setting
+from lezero.core import get_config, register_setting
 from lezero.functions.conv.direct import Direct
 from lezero.functions.conv.fft import FFT
 from lezero.functions.conv.im2col import Im2col

@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from lezero import kernels
+from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, cached, gemm_seconds, scratch,
                                               store, stream_seconds, xp_of)
 

@@ -20,11 +20,11 @@ import numbers
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._activation_utils import check_real
-from lezero.functions.common import (check_bool, check_float, check_variable, scatter_add_,
-                                     xp_of)
+from lezero.functions.common import xp_of
 from lezero.functions.embedding.lookup import _check_padding_idx, _renorm_rows_
 from lezero.functions.registry import register
+from lezero.kernels.scatter import scatter_add_
+from lezero.utils.checks import check_array, check_bool, check_float_array, check_real
 
 __all__ = ["embedding_bag"]
 
@@ -237,7 +237,7 @@ class EmbeddingBagMaxGrad(Function):
 # ----- argument checks -----------------------------------------------------------------
 
 def _int_array(name, x):
-    arr = check_variable(OP, name, x)
+    arr = check_array(OP, name, x)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{OP}: {name} must hold integers, got dtype {arr.dtype}")
     return arr
@@ -309,13 +309,13 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     PyTorch's documented rule -- its CPU kernel divides some rows by the wrong count,
     pytorch/pytorch#190063).  ``sparse=True`` is refused: gradients are dense.
     """
-    indices = check_variable(OP, "input", input)
+    indices = check_array(OP, "input", input)
     if indices.dtype.kind not in "iu":
         raise TypeError(f"{OP}: input must hold integer indices, got dtype {indices.dtype}")
     if indices.ndim not in (1, 2):
         raise ValueError(f"{OP}: input must be 1-D (with offsets) or 2-D (bags, length), "
                          f"got shape {indices.shape}")
-    w = check_float(OP, "weight", weight)
+    w = check_float_array(OP, "weight", weight)
     if w.ndim != 2:
         raise ValueError(f"{OP}: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {w.shape}")
@@ -339,7 +339,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                              f"{max_norm} and {norm_type}")
     psw = None
     if per_sample_weights is not None:
-        psw = check_float(OP, "per_sample_weights", per_sample_weights)
+        psw = check_float_array(OP, "per_sample_weights", per_sample_weights)
         if mode != "sum":
             raise ValueError(f"{OP}: per_sample_weights are only supported with mode='sum', "
                              f"got mode={mode!r}")

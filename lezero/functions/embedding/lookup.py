@@ -9,10 +9,10 @@ import numbers
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions._activation_utils import check_real
-from lezero.functions.common import (check_bool, check_float, check_variable, scatter_add_,
-                                     xp_of)
+from lezero.functions.common import xp_of
 from lezero.functions.registry import register
+from lezero.kernels.scatter import scatter_add_
+from lezero.utils.checks import check_array, check_bool, check_float_array, check_real
 
 __all__ = ["embedding"]
 
@@ -109,8 +109,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     ``norm_type``-norm) are first scaled down *in place* in ``weight``, as in PyTorch.
     ``scale_grad_by_freq``: divide each row's gradient by its index's count in ``input``.
     """
-    indices = check_variable("embedding", "input", input)
-    w = check_float("embedding", "weight", weight)
+    indices = check_array("embedding", "input", input)
+    w = check_float_array("embedding", "weight", weight)
     if w.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {w.shape}")

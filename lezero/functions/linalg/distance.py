@@ -20,21 +20,21 @@ import math
 
 import numpy as np
 
-from lezero.functions._activation_utils import check_real
-from lezero.functions.common import as_input, check_bool, check_float, normalize_axis
+from lezero.functions.common import as_variable
 from lezero.functions.math import abs, clip
 from lezero.functions.reduction import norm
 from lezero.functions.reduction import sum as sum_
 from lezero.functions.registry import register
 from lezero.functions.shape import broadcast_to, reshape
+from lezero.utils.checks import check_axis, check_bool, check_float_array, check_real
 
 __all__ = ["cosine_similarity", "pairwise_distance"]
 
 
 def _check_pair(op, x1, x2):
     """Check two float inputs of one dtype that broadcast; return the broadcast shape."""
-    a = check_float(op, "x1", x1)
-    b = check_float(op, "x2", x2)
+    a = check_float_array(op, "x1", x1)
+    b = check_float_array(op, "x2", x2)
     if a.dtype != b.dtype:
         raise TypeError(f"{op}: x2 dtype {b.dtype} differs from x1 dtype {a.dtype}")
     try:
@@ -46,7 +46,7 @@ def _check_pair(op, x1, x2):
 
 def _broadcast(x, shape):
     """``x`` as a Variable of ``shape`` (its gradient sums back to its own shape)."""
-    x = as_input(x)
+    x = as_variable(x)
     return x if x.shape == shape else broadcast_to(x, shape)
 
 
@@ -59,7 +59,7 @@ def cosine_similarity(x1, x2, axis=1, eps=1e-8):
     shape = _check_pair(op, x1, x2)
     if not shape:
         raise ValueError(f"{op}: inputs must have at least 1 dim, got two 0-dim arrays")
-    axis = normalize_axis(op, axis, len(shape))
+    axis = check_axis(op, axis, len(shape))
     eps = check_real(op, "eps", eps)
     if not eps >= 0:
         raise ValueError(f"{op}: eps must be non-negative, got {eps}")
@@ -89,7 +89,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
         raise ValueError(f"{op}: p must be a number or +-inf, got nan")
     eps = check_real(op, "eps", eps)
     keepdim = check_bool(op, "keepdim", keepdim)
-    d = as_input(x1) - as_input(x2) + eps
+    d = as_variable(x1) - as_variable(x2) + eps
     if not shape:              # two 0-dim inputs: the norm of one entry, a 0-dim result
         return reshape(_p_norm_last(reshape(d, (1,)), p, False), ())
     return _p_norm_last(d, p, keepdim)

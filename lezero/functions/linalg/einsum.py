@@ -11,9 +11,10 @@ the output gradient, summed to operand ``i``'s labels.
 import string
 
 from lezero.core import Function
-from lezero.functions.common import check_variable, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import broadcast_to, diagonal, reshape
+from lezero.utils.checks import check_array
 
 __all__ = ["einsum"]
 
@@ -118,7 +119,7 @@ def einsum(subscripts, *operands):
     once, in alphabetical order.  ``...`` axes broadcast as in NumPy; named labels must
     have the same length everywhere.
     """
-    arrays = [check_variable("einsum", f"operands[{i}]", x) for i, x in enumerate(operands)]
+    arrays = [check_array("einsum", f"operands[{i}]", x) for i, x in enumerate(operands)]
     if not arrays:
         raise ValueError("einsum: need at least one operand")
     shapes = [a.shape for a in arrays]
@@ -133,7 +134,7 @@ def einsum(subscripts, *operands):
                 ops[i] = diagonal(ops[i], 0, p, q)
                 t = t[:p] + t[p + 1:q] + t[q + 1:] + c
         full = tuple(sizes[c] for c in t)
-        if check_variable("einsum", "operand", ops[i]).shape != full:
+        if check_array("einsum", "operand", ops[i]).shape != full:
             ops[i] = broadcast_to(ops[i], full)
         terms[i] = t
     return Einsum(terms, out)(*ops)

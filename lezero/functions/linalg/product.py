@@ -8,12 +8,12 @@ the weight, and the backward is two tensordots and a sum.
 import math
 
 from lezero.core import Function
-from lezero.functions.common import check_float, check_variable, inverse_permutation, xp_of
+from lezero.functions.common import inverse_permutation, xp_of
 from lezero.functions.linalg.einsum import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
-from lezero.functions.shape.views import _axis
+from lezero.utils.checks import check_array, check_axis, check_float_array
 
 __all__ = ["matmul", "dot", "tensordot", "outer", "linear", "bilinear"]
 
@@ -48,8 +48,8 @@ class MatMul(Function):
 @register("linalg")
 def matmul(a, b):
     """Matrix product with NumPy's ``matmul`` rules (batch broadcasting, 1-D operands)."""
-    sa = check_variable("matmul", "a", a).shape
-    sb = check_variable("matmul", "b", b).shape
+    sa = check_array("matmul", "a", a).shape
+    sb = check_array("matmul", "b", b).shape
     if len(sa) == 0 or len(sb) == 0:
         raise ValueError(f"matmul: operands must have at least 1 dim, got shapes {sa} and {sb}")
     kb = sb[-2] if len(sb) > 1 else sb[0]
@@ -135,8 +135,8 @@ def _tensordot_axes(sa, sb, axes):
         pair = [tuple(ax) if isinstance(ax, (tuple, list)) else (ax,) for ax in axes]
         if len(pair[0]) != len(pair[1]):
             raise ValueError(f"tensordot: axes {axes!r} name different numbers of axes")
-        axes_a = tuple(_axis("tensordot", ax, len(sa), "axes") for ax in pair[0])
-        axes_b = tuple(_axis("tensordot", ax, len(sb), "axes") for ax in pair[1])
+        axes_a = tuple(check_axis("tensordot", ax, len(sa), "axes", zero_dim=False) for ax in pair[0])
+        axes_b = tuple(check_axis("tensordot", ax, len(sb), "axes", zero_dim=False) for ax in pair[1])
         if len(set(axes_a)) != len(axes_a) or len(set(axes_b)) != len(axes_b):
             raise ValueError(f"tensordot: repeated axis in {axes!r}")
     else:
@@ -154,8 +154,8 @@ def tensordot(a, b, axes=2):
     """Sum products over the given axes, as ``numpy.tensordot``: ``axes=N`` contracts the
     last N axes of ``a`` with the first N of ``b``; ``axes=(axes_a, axes_b)`` names them.
     The result's axes are ``a``'s free axes then ``b``'s."""
-    sa = check_variable("tensordot", "a", a).shape
-    sb = check_variable("tensordot", "b", b).shape
+    sa = check_array("tensordot", "a", a).shape
+    sb = check_array("tensordot", "b", b).shape
     return Tensordot(*_tensordot_axes(sa, sb, axes))(a, b)
 
 
@@ -164,8 +164,8 @@ def dot(a, b):
     """``numpy.dot``: a product with a 0-d operand is elementwise; otherwise the last axis
     of ``a`` is contracted with the only axis of a 1-D ``b`` or the second-to-last of
     ``b``.  (For 2-D operands this is the matrix product.)"""
-    A = check_variable("dot", "a", a)
-    B = check_variable("dot", "b", b)
+    A = check_array("dot", "a", a)
+    B = check_array("dot", "b", b)
     if A.ndim == 0 or B.ndim == 0:
         return mul(a, b)
     axis_b = 0 if B.ndim == 1 else B.ndim - 2
@@ -179,8 +179,8 @@ def dot(a, b):
 def outer(a, b):
     """The outer product of ``a`` and ``b`` flattened (shape ``(a.size, b.size)``), as
     ``numpy.outer``."""
-    check_variable("outer", "a", a)
-    check_variable("outer", "b", b)
+    check_array("outer", "a", a)
+    check_array("outer", "b", b)
     return mul(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
@@ -211,8 +211,8 @@ def linear(x, weight, bias=None):
     """``x @ weight.T + bias`` as ``torch.nn.functional.linear``: ``weight`` has shape
     ``(out_features, in_features)``, ``bias`` ``(out_features,)``, and ``x`` any number
     of leading batch axes before ``in_features``."""
-    xa = check_float("linear", "x", x)
-    wa = check_float("linear", "weight", weight)
+    xa = check_float_array("linear", "x", x)
+    wa = check_float_array("linear", "weight", weight)
     if wa.ndim != 2:
         raise ValueError(f"linear: weight must be 2-D (out_features, in_features), got shape "
                          f"{wa.shape}")
@@ -221,7 +221,7 @@ def linear(x, weight, bias=None):
                          f"(weight shape {wa.shape}), got x shape {xa.shape}")
     if bias is None:
         return Linear()(x, weight)
-    ba = check_float("linear", "bias", bias)
+    ba = check_float_array("linear", "bias", bias)
     if ba.shape != (wa.shape[0],):
         raise ValueError(f"linear: bias must have shape ({wa.shape[0]},), got {ba.shape}")
     return Linear()(x, weight, bias)
@@ -232,9 +232,9 @@ def bilinear(x1, x2, weight, bias=None):
     """``y[..., o] = sum_ij x1[..., i] weight[o, i, j] x2[..., j] + bias[o]``, as
     ``torch.nn.functional.bilinear``; ``weight`` is ``(out, in1, in2)`` and ``x1``, ``x2``
     share their leading batch axes.  Computed (and differentiated) by ``einsum``."""
-    a1 = check_float("bilinear", "x1", x1)
-    a2 = check_float("bilinear", "x2", x2)
-    wa = check_float("bilinear", "weight", weight)
+    a1 = check_float_array("bilinear", "x1", x1)
+    a2 = check_float_array("bilinear", "x2", x2)
+    wa = check_float_array("bilinear", "weight", weight)
     if wa.ndim != 3:
         raise ValueError(f"bilinear: weight must be 3-D (out, in1, in2), got shape {wa.shape}")
     if a1.ndim == 0 or a2.ndim == 0 or a1.shape[:-1] != a2.shape[:-1] \
@@ -244,7 +244,7 @@ def bilinear(x1, x2, weight, bias=None):
     y = einsum("...i,oij,...j->...o", x1, weight, x2)
     if bias is None:
         return y
-    ba = check_float("bilinear", "bias", bias)
+    ba = check_float_array("bilinear", "bias", bias)
     if ba.shape != (wa.shape[0],):
         raise ValueError(f"bilinear: bias must have shape ({wa.shape[0]},), got {ba.shape}")
     return add(y, bias)

@@ -13,11 +13,12 @@ differentiate again:
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import check_float, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.linalg.product import _mT, matmul
 from lezero.functions.math import add, mul, neg
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, tril
+from lezero.utils.checks import check_float_array
 
 __all__ = ["inv", "det", "solve", "cholesky"]
 
@@ -35,7 +36,7 @@ def _lapack(op, problem, fn, *arrays):
 
 
 def _check_square(op, name, a):
-    arr = check_float(op, name, a)
+    arr = check_float_array(op, name, a)
     if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
         raise ValueError(f"{op}: {name} must be a square matrix or a stack of them "
                          f"(..., n, n), got shape {arr.shape}")
@@ -108,7 +109,7 @@ def solve(a, b):
     1-D ``b`` is one vector; otherwise ``b`` is a stack of ``(n, k)`` matrices whose batch
     axes broadcast against ``a``'s."""
     A = _check_square("solve", "a", a)
-    B = check_float("solve", "b", b)
+    B = check_float_array("solve", "b", b)
     n = A.shape[-1]
     if B.ndim == 0:
         raise ValueError(f"solve: b must be (n,) or (..., n, k), got a 0-d array (a of shape "

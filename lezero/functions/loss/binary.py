@@ -3,12 +3,13 @@ binary_cross_entropy_with_logits and kl_div."""
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import check_bool, check_float, xp_of
 from lezero.functions.activation import logsigmoid
+from lezero.functions.common import xp_of
 from lezero.functions.loss.common import check_pair, reduce_loss
 from lezero.functions.math import clip, exp, log
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
+from lezero.utils.checks import check_bool, check_float_array
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
 
@@ -16,7 +17,7 @@ __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"]
 def _check_broadcast_weight(op, name, weight, shape):
     if weight is None:
         return
-    w = check_float(op, name, weight)
+    w = check_float_array(op, name, weight)
     try:
         ok = np.broadcast_shapes(w.shape, shape) == shape
     except ValueError:

@@ -1,17 +1,14 @@
-"""Pieces shared by the loss and normalization families: argument checks (reduction
-strings, float inputs, matching shapes, numbers) and ``reduce_loss``, the 'none' / 'mean' /
+"""Pieces the losses share: argument checks (reduction strings, float inputs, matching
+shapes) and ``reduce_loss``, the 'none' / 'mean' /
 'sum' step at the end of most losses.
 
 The losses themselves are built from the public operators (``abs``, ``clip``,
 ``logsigmoid``, ``log_softmax``, ``norm`` ...), whose backwards are written with LeZero
 operators, so every composed loss can be differentiated to any order.
 """
-import math
-
-import numpy as np
-
-from lezero.functions.common import as_input, check_float, data_of
+from lezero.functions.common import as_variable, data_of
 from lezero.functions.reduction import sum as _sum
+from lezero.utils.checks import check_float_array
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -29,20 +26,6 @@ def check_reduction(op, reduction, allowed=REDUCTIONS):
     return reduction
 
 
-def check_number(op, name, value, low=None, high=None, low_open=False):
-    """A real Python/NumPy number in [low, high] (``low_open``: (low, high]) as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{op}: {name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    too_low = low is not None and (value <= low if low_open else value < low)
-    if math.isnan(value) or too_low or (high is not None and value > high):
-        lo = "-inf" if low is None else low
-        hi = "inf" if high is None else high
-        interval = f"{'(' if low_open else '['}{lo}, {hi}]"
-        raise ValueError(f"{op}: {name} must be in {interval}, got {value}")
-    return value
-
-
 def check_same_shape(op, name_a, a, name_b, b):
     """Raise ValueError unless the arrays behind ``a`` and ``b`` have one shape."""
     sa, sb = data_of(a).shape, data_of(b).shape
@@ -55,7 +38,7 @@ def check_floats(op, **named):
     """``check_float`` for each keyword (name=value); also require one common dtype."""
     dtypes = {}
     for name, value in named.items():
-        dtypes[name] = check_float(op, name, value).dtype
+        dtypes[name] = check_float_array(op, name, value).dtype
     if len(set(dtypes.values())) > 1:
         got = ", ".join(f"{n} {d}" for n, d in dtypes.items())
         raise TypeError(f"{op}: inputs must share one floating dtype, got {got}")
@@ -67,7 +50,7 @@ def check_pair(op, input, target, reduction, reductions=REDUCTIONS):
     check_reduction(op, reduction, reductions)
     check_floats(op, input=input, target=target)
     check_same_shape(op, "input", input, "target", target)
-    return as_input(input), as_input(target)
+    return as_variable(input), as_variable(target)
 
 
 # ----- reductions ----------------------------------------------------------------------

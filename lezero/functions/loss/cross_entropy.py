@@ -18,12 +18,13 @@ import numpy as np
 
 from lezero import cuda, kernels
 from lezero.core import Function, Variable
-from lezero.functions.common import check_float, check_variable, constant, data_of, xp_of
 from lezero.functions.activation.softmax import log_softmax, softmax
-from lezero.functions.loss.common import check_number, check_reduction
+from lezero.functions.common import as_variable, data_of, xp_of
+from lezero.functions.loss.common import check_reduction
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_array, check_float_array, check_number
 
 __all__ = ["cross_entropy", "nll_loss"]
 
@@ -181,7 +182,7 @@ class SoftmaxCrossEntropyGrad(Function):
         x, gy = self.inputs
         t = self.target
         s = softmax(x, axis=1)
-        qsum = constant(xp_of(x.data).expand_dims(t.qsum, 1))
+        qsum = as_variable(xp_of(x.data).expand_dims(t.qsum, 1))
         g_x = g_gy = None
         if self.needs_input_grad[0]:
             scale = gy if self.reduction != "mean" else gy / float(t.denom)
@@ -190,7 +191,7 @@ class SoftmaxCrossEntropyGrad(Function):
             v = ggx * (scale * qsum)
             g_x = s * (v - _sum(s * v, axis=1, keepdims=True))    # softmax's Jacobian
         if self.needs_input_grad[1]:
-            g_gy = _grad_of_gy(ggx * (s * qsum - constant(t.dense())), self.reduction, t.denom)
+            g_gy = _grad_of_gy(ggx * (s * qsum - as_variable(t.dense())), self.reduction, t.denom)
         return g_x, g_gy
 
 
@@ -224,7 +225,7 @@ class NLLLossGrad(Function):
         return gx
 
     def backward(self, ggx):
-        products = ggx * constant(-self.target.dense())
+        products = ggx * as_variable(-self.target.dense())
         return _grad_of_gy(products, self.reduction, self.target.denom)
 
 
@@ -241,7 +242,7 @@ def _check_weight(op, weight, n_classes, x):
                         f"{type(weight).__name__} {weight!r}; weight is the third positional "
                         f"argument, as in PyTorch, so pass ignore_index by keyword: "
                         f"{op}(input, target, ignore_index={example!r})")
-    w = check_float(op, "weight", weight)
+    w = check_float_array(op, "weight", weight)
     if w.shape != (n_classes,):
         raise ValueError(f"{op}: weight must have shape ({n_classes},) (one per class), "
                          f"got {w.shape}")
@@ -266,11 +267,11 @@ def _check_class_indices(op, x, t, ignore_index):
 
 def _prepare(op, input, target, weight, ignore_index, allow_probs):
     """Validate; return (x array, target array, weight array or None, probs?)."""
-    x = check_float(op, "input", input)
+    x = check_float_array(op, "input", input)
     if x.ndim == 0:
         raise ValueError(f"{op}: input must have shape (C,) or (N, C, d1, ...), got a 0-d "
                          "array")
-    t = check_variable(op, "target", target)
+    t = check_array(op, "target", target)
     n_classes = x.shape[0] if x.ndim == 1 else x.shape[1]
     w = _check_weight(op, weight, n_classes, x)
     if t.dtype.kind == "f" and allow_probs:
@@ -290,7 +291,7 @@ def _prepare(op, input, target, weight, ignore_index, allow_probs):
 
 def _batched(input, target, probs):
     """Give an unbatched (C,) input a batch axis of 1 (target too)."""
-    x = input if isinstance(input, Variable) else constant(input)
+    x = input if isinstance(input, Variable) else as_variable(input)
     x = reshape(x, (1,) + x.shape)
     if probs and isinstance(target, Variable):
         return x, reshape(target, (1,) + target.shape)
@@ -335,7 +336,7 @@ def _cross_entropy_composite(x, t, w, reduction, smoothing):
     if smoothing:
         t = t * (1 - smoothing) + smoothing / n_classes
     if w is not None:
-        t = t * constant(w.reshape((1, n_classes) + (1,) * (t.ndim - 2)))
+        t = t * as_variable(w.reshape((1, n_classes) + (1,) * (t.ndim - 2)))
     loss = -_sum(t * log_softmax(x, axis=1), axis=1)
     if reduction == "none":
         return loss

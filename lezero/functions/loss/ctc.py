@@ -21,12 +21,12 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions.common import (check_bool, check_float, check_variable, constant, data_of,
-                                     xp_of)
+from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.loss.common import check_reduction
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_array, check_bool, check_float_array
 
 __all__ = ["ctc_loss"]
 
@@ -190,7 +190,7 @@ def _int_array(op, name, value):
 
 def _split_targets(op, targets, target_lengths, n_classes, blank):
     """One label array per sample, from padded (N, S) or concatenated targets."""
-    t = np.asarray(cuda.as_numpy(check_variable(op, "targets", targets)))
+    t = np.asarray(cuda.as_numpy(check_array(op, "targets", targets)))
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: targets must hold integer labels, got dtype {t.dtype}")
     if t.ndim == 2:
@@ -228,12 +228,12 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     """
     op = "ctc_loss"
     check_reduction(op, reduction)
-    lp = check_float(op, "log_probs", log_probs)
+    lp = check_float_array(op, "log_probs", log_probs)
     if lp.ndim == 2:
         tgt = data_of(targets)
         lengths = [_int_array(op, "input_lengths", input_lengths).reshape(1),
                    _int_array(op, "target_lengths", target_lengths).reshape(1)]
-        x = log_probs if isinstance(log_probs, Variable) else constant(log_probs)
+        x = log_probs if isinstance(log_probs, Variable) else as_variable(log_probs)
         loss = ctc_loss(reshape(x, (lp.shape[0], 1, lp.shape[1])), tgt[None], *lengths,
                         blank=blank, reduction=reduction, zero_infinity=zero_infinity)
         return reshape(loss, ()) if reduction == "none" else loss
@@ -259,6 +259,6 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         return losses
     if reduction == "sum":
         return _sum(losses)
-    per_label = constant(xp_of(lp).asarray(np.maximum(tg_len, 1), dtype=lp.dtype))
+    per_label = as_variable(xp_of(lp).asarray(np.maximum(tg_len, 1), dtype=lp.dtype))
     return _sum(losses / per_label) / n
 

@@ -11,16 +11,17 @@ true derivative).  The hinges of multi_margin_loss and multilabel_margin_loss ar
 """
 import numpy as np
 
-from lezero.functions.common import (as_input, check_bool, check_float, check_variable,
-                                     constant, data_of, scatter_add_, xp_of)
 from lezero.functions.activation import logsigmoid, relu
-from lezero.functions.loss.common import (check_floats, check_number, check_reduction,
+from lezero.functions.common import as_variable, data_of, xp_of
+from lezero.functions.loss.common import (check_floats, check_reduction,
                                           check_same_shape, reduce_loss)
 from lezero.functions.math import clip
 from lezero.functions.reduction import norm
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import gather, reshape
+from lezero.kernels.scatter import scatter_add_
+from lezero.utils.checks import check_array, check_bool, check_float_array, check_number
 
 __all__ = ["cosine_embedding_loss", "margin_ranking_loss", "triplet_margin_loss",
            "hinge_embedding_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
@@ -35,11 +36,11 @@ def _hinge(v):
 
 
 def _mask(t, value, dtype):
-    return constant((data_of(t) == value).astype(dtype))
+    return as_variable((data_of(t) == value).astype(dtype))
 
 
 def _check_target(op, target, shape):
-    t = check_variable(op, "target", target)
+    t = check_array(op, "target", target)
     if t.shape != shape:
         raise ValueError(f"{op}: target must have shape {shape}, got {t.shape}")
     if t.dtype.kind not in "iuf":
@@ -63,7 +64,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction="mean"):
     if len(shape) not in (1, 2):
         raise ValueError(f"{op}: inputs must be (N, D) or (D,), got shape {shape}")
     _check_target(op, target, shape[:-1])
-    x1, x2 = as_input(input1), as_input(input2)
+    x1, x2 = as_variable(input1), as_variable(input2)
     axis = x1.ndim - 1
     dot = _sum(x1 * x2, axis=axis)
     mag = (_sum(x1 * x1, axis=axis) + _COS_EPS) * (_sum(x2 * x2, axis=axis) + _COS_EPS)
@@ -83,7 +84,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, reduction="mean"):
     check_same_shape(op, "input1", input1, "input2", input2)
     check_same_shape(op, "input1", input1, "target", target)
     margin = check_number(op, "margin", margin)
-    x1, x2, t = as_input(input1), as_input(input2), as_input(target)
+    x1, x2, t = as_variable(input1), as_variable(input2), as_variable(target)
     return reduce_loss(_hinge(-t * (x1 - x2) + margin), reduction)
 
 
@@ -112,12 +113,12 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     p = check_number(op, "p", p, 0.0, low_open=True)
     eps = check_number(op, "eps", eps, 0.0)
     swap = check_bool(op, "swap", swap)
-    a, pos, neg = as_input(anchor), as_input(positive), as_input(negative)
+    a, pos, neg = as_variable(anchor), as_variable(positive), as_variable(negative)
     d_pos = _pairwise_distance(a, pos, p, eps)
     d_neg = _pairwise_distance(a, neg, p, eps)
     if swap:
         d_swap = _pairwise_distance(pos, neg, p, eps)
-        closer = constant((d_swap.data < d_neg.data).astype(d_neg.dtype))
+        closer = as_variable((d_swap.data < d_neg.data).astype(d_neg.dtype))
         d_neg = d_neg * (1 - closer) + d_swap * closer
     return reduce_loss(_hinge(d_pos - d_neg + margin), reduction)
 
@@ -131,10 +132,10 @@ def hinge_embedding_loss(input, target, margin=1.0, reduction="mean"):
     check_floats(op, input=input)
     _check_target(op, target, data_of(input).shape)
     margin = check_number(op, "margin", margin)
-    x = as_input(input)
+    x = as_variable(input)
     t = data_of(target)
-    not_pos = constant((t != 1).astype(x.dtype))
-    not_neg = constant((t != -1).astype(x.dtype))
+    not_pos = as_variable((t != 1).astype(x.dtype))
+    not_neg = as_variable((t != -1).astype(x.dtype))
     return reduce_loss(_hinge(margin - x) * not_pos + x * not_neg, reduction)
 
 
@@ -162,12 +163,12 @@ def _label_target(op, input, target):
     Variable in the input's dtype: a float target must share the input's dtype and is
     differentiated like any operand; an integer or boolean one is a constant."""
     x = data_of(input)
-    t = check_variable(op, "target", target)
+    t = check_array(op, "target", target)
     if t.dtype.kind == "f":
         check_floats(op, input=input, target=target)
-        y = as_input(target)
+        y = as_variable(target)
     elif t.dtype.kind in "iub":
-        y = constant(t.astype(x.dtype))
+        y = as_variable(t.astype(x.dtype))
     else:
         raise TypeError(f"{op}: target must hold numbers, got dtype {t.dtype}")
     if not _broadcasts_to(t.shape, x.shape):
@@ -178,7 +179,7 @@ def _label_target(op, input, target):
 
 def _class_indices(op, target, batch_shape, n_classes, low=0):
     """An integer target in [low, n_classes) of one of the shapes in ``batch_shape``."""
-    t = check_variable(op, "target", target)
+    t = check_array(op, "target", target)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{op}: target must hold integer class indices, got dtype {t.dtype}")
     if t.shape not in batch_shape:
@@ -198,9 +199,9 @@ def soft_margin_loss(input, target, reduction="mean"):
     then reduced.  ``target`` (labels 1 / -1) broadcasts to the input's shape."""
     op = "soft_margin_loss"
     check_reduction(op, reduction)
-    check_float(op, "input", input)
+    check_float_array(op, "input", input)
     y = _label_target(op, input, target)
-    return reduce_loss(-logsigmoid(y * as_input(input)), reduction)
+    return reduce_loss(-logsigmoid(y * as_variable(input)), reduction)
 
 
 @register("loss")
@@ -215,18 +216,18 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction="mean"):
     """
     op = "multilabel_soft_margin_loss"
     check_reduction(op, reduction)
-    x_arr = check_float(op, "input", input)
+    x_arr = check_float_array(op, "input", input)
     if x_arr.ndim == 0:
         raise ValueError(f"{op}: input must have a class axis (at least 1-D), got shape ()")
     y = _label_target(op, input, target)
-    x = as_input(input)
+    x = as_variable(input)
     loss = -(y * logsigmoid(x) + (1 - y) * logsigmoid(-x))
     if weight is not None:
         check_floats(op, input=input, weight=weight)
         if not _broadcasts_to(data_of(weight).shape, x_arr.shape):
             raise ValueError(f"{op}: weight of shape {data_of(weight).shape} does not "
                              f"broadcast to the input's shape {x_arr.shape}")
-        loss = loss * as_input(weight)
+        loss = loss * as_variable(weight)
     return reduce_loss(_sum(loss, axis=-1) / x_arr.shape[-1], reduction)
 
 
@@ -250,7 +251,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, reduction="me
     """
     op = "multi_margin_loss"
     check_reduction(op, reduction)
-    x_arr = check_float(op, "input", input)
+    x_arr = check_float_array(op, "input", input)
     _check_ndim(op, x_arr, (1, 2))
     p = _check_p(op, p)
     margin = check_number(op, "margin", margin)
@@ -258,13 +259,13 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, reduction="me
     batch_shape = [(), (1,)] if x_arr.ndim == 1 else [x_arr.shape[:1]]
     t = _class_indices(op, target, batch_shape, n_classes)
     if weight is not None:
-        w = check_float(op, "weight", weight)
+        w = check_float_array(op, "weight", weight)
         if w.shape != (n_classes,):
             raise ValueError(f"{op}: weight must have shape ({n_classes},) (one per class), "
                              f"got {w.shape}")
     xp = xp_of(x_arr)
     labels = t.reshape(-1, 1)                                       # (N, 1)
-    x = reshape(as_input(input), (labels.shape[0], n_classes))      # (N, C)
+    x = reshape(as_variable(input), (labels.shape[0], n_classes))      # (N, C)
     z = margin - gather(x, 1, labels) + x
     hinge = relu(z)
     if p == 2:
@@ -272,7 +273,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, reduction="me
     scale = (xp.arange(n_classes) != labels).astype(x_arr.dtype)    # leave out i == y
     if weight is not None:
         scale = scale * w.astype(x_arr.dtype)[labels]
-    loss = _sum(hinge * constant(scale), axis=1) / n_classes
+    loss = _sum(hinge * as_variable(scale), axis=1) / n_classes
     return reduce_loss(reshape(loss, t.shape), reduction)
 
 
@@ -288,7 +289,7 @@ def multilabel_margin_loss(input, target, reduction="mean"):
     """
     op = "multilabel_margin_loss"
     check_reduction(op, reduction)
-    x_arr = check_float(op, "input", input)
+    x_arr = check_float_array(op, "input", input)
     _check_ndim(op, x_arr, (1, 2))
     n_classes = x_arr.shape[-1]
     t = _class_indices(op, target, [x_arr.shape], n_classes, low=-1)
@@ -303,7 +304,7 @@ def multilabel_margin_loss(input, target, reduction="mean"):
     count = count[:, :n_classes]
     unlisted = (count == 0).astype(x_arr.dtype)
     pair_weight = count[:, :, None] * unlisted[:, None, :]     # (N, listed j, unlisted i)
-    x = reshape(as_input(input), (n, n_classes))
+    x = reshape(as_variable(input), (n, n_classes))
     z = 1 - reshape(x, (n, n_classes, 1)) + reshape(x, (n, 1, n_classes))
-    loss = _sum(relu(z) * constant(pair_weight), axis=(1, 2)) / n_classes
+    loss = _sum(relu(z) * as_variable(pair_weight), axis=(1, 2)) / n_classes
     return reduce_loss(reshape(loss, x_arr.shape[:-1]), reduction)

@@ -9,13 +9,14 @@ LeZero refuses (a mismatch is nearly always a bug, such as (N,) against (N, 1)).
 import math
 
 from lezero.core import Function
-from lezero.functions.common import check_bool, check_float, constant, data_of, xp_of
-from lezero.functions.loss.common import (check_floats, check_number, check_pair,
+from lezero.functions.common import as_variable, data_of, xp_of
+from lezero.functions.loss.common import (check_floats, check_pair,
                                           check_same_shape, reduce_loss)
 from lezero.functions.math import abs, exp, log
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_bool, check_float_array, check_number
 
 __all__ = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "poisson_nll_loss",
            "gaussian_nll_loss"]
@@ -85,7 +86,7 @@ class SmoothL1(Function):
         # constant a, b, so the second derivative (a) comes out right.
         a = inside / self.beta if self.beta else xp.zeros_like(inside)
         b = xp.sign(d.data) * (1 - inside)
-        return gy * (d * constant(a) + constant(b))
+        return gy * (d * as_variable(a) + as_variable(b))
 
 
 @register("loss")
@@ -130,7 +131,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, eps=1e-8, reduct
         loss = input - target * log(input + eps)
     if full:
         t = data_of(target)
-        big = constant((t > 1).astype(t.dtype))
+        big = as_variable((t > 1).astype(t.dtype))
         safe = target * big + (1 - big)        # 1 where the term is masked: log(1) = 0
         loss = loss + (safe * log(safe) - safe + 0.5 * log(safe * (2 * math.pi))) * big
     return reduce_loss(loss, reduction)
@@ -142,8 +143,8 @@ def _gaussian_var(op, var, input):
     if isinstance(var, (int, float)) and not isinstance(var, bool):
         if var < 0:
             raise ValueError(f"{op}: var has a negative value {var}")
-        return constant(xp_of(x).full(x.shape, var, dtype=x.dtype))
-    v = check_float(op, "var", var)
+        return as_variable(xp_of(x).full(x.shape, var, dtype=x.dtype))
+    v = check_float_array(op, "var", var)
     if v.dtype != x.dtype:
         raise TypeError(f"{op}: var has dtype {v.dtype} but input has dtype {x.dtype}")
     if bool((v < 0).any()):
@@ -173,7 +174,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     eps = check_number(op, "eps", eps, 0.0)
     var = _gaussian_var(op, var, input)
     v = data_of(var)
-    var = var + constant(xp_of(v).maximum(v, v.dtype.type(eps)) - v)
+    var = var + as_variable(xp_of(v).maximum(v, v.dtype.type(eps)) - v)
     d = input - target
     loss = 0.5 * (log(var) + d * d / var)
     if full:

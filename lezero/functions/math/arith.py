@@ -1,55 +1,19 @@
 """Arithmetic: add sub mul div neg pow square sqrt rsqrt reciprocal (and the reflected forms).
 
-This module also holds the argument helpers the other ``math_*`` modules share:
-``inputs`` turns arguments into Variables (checking their kinds and dtypes) and
-``broadcast_shape`` checks that binary operands broadcast, both before any kernel runs.
+This module also holds the helpers the family's binary operators share: ``binary``
+validates two operands (``operands`` turns them into Variables, ``broadcast_shape`` checks
+that they broadcast, both before any kernel runs) and ``unbroadcast`` sums each gradient
+back to its input's shape.
 """
 import numpy as np
 
-from lezero import cuda
-from lezero.core import Function, Variable, as_array
-from lezero.functions.common import xp_of
+from lezero.core import Function, Variable
+from lezero.functions.common import operands, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "square", "sqrt", "rsqrt", "reciprocal",
            "rsub", "rdiv", "rpow"]
-
-_KIND_NAMES = {"b": "bool", "i": "signed int", "u": "unsigned int", "f": "floating point"}
-
-
-def inputs(op, names, values, kinds="biuf"):
-    """Variables for an operator's array arguments, validated.
-
-    Variables pass through; arrays and Python numbers become constants.  A Python number
-    takes the dtype NumPy gives it next to the first array argument, so ``x32 * 2.0``
-    stays float32.  ``kinds`` lists the accepted dtype kinds (``"f"``: floating only).
-    Raises TypeError naming ``op`` and the argument.
-    """
-    like = None
-    for v in values:
-        if isinstance(v, Variable):
-            like = v.data
-            break
-        if isinstance(v, cuda.array_types()):
-            like = v
-            break
-    out = []
-    for name, v in zip(names, values):
-        if isinstance(v, Variable):
-            var = v
-        elif isinstance(v, (bool, int, float, np.generic)) or isinstance(v, cuda.array_types()):
-            var = Variable(as_array(v, like), requires_grad=False)
-        else:
-            raise TypeError(f"{op}: {name} must be a Variable, an ndarray or a Python number, "
-                            f"got {type(v).__name__}")
-        kind = var.data.dtype.kind
-        if kind not in kinds:
-            wanted = " or ".join(_KIND_NAMES[k] for k in kinds)
-            raise TypeError(f"{op}: {name} must be {wanted}, got dtype {var.data.dtype}")
-        out.append(var)
-    return out
-
 
 def broadcast_shape(op, names, xs):
     """The broadcast shape of the Variables ``xs``; ValueError naming ``op`` if none."""
@@ -70,13 +34,13 @@ def binary(op, x0, x1, kinds="biuf", names=("x0", "x1")):
         d0, d1 = x0.data, x1.data
         if d0.shape == d1.shape and d0.dtype.kind in kinds and d1.dtype.kind in kinds:
             return x0, x1
-    a, b = inputs(op, names, (x0, x1), kinds)
+    a, b = operands(op, names, (x0, x1), kinds)
     if a.data.shape != b.data.shape:
         broadcast_shape(op, names, (a, b))
     return a, b
 
 
-def _grads(f, gx0, gx1):
+def unbroadcast(f, gx0, gx1):
     """Reduce each gradient to its input's shape (undoing broadcasting); None when the
     input is a constant."""
     x0, x1 = f.inputs
@@ -95,7 +59,7 @@ class Add(Function):
         return x0 + x1
 
     def backward(self, gy):
-        return _grads(self, gy, gy)
+        return unbroadcast(self, gy, gy)
 
 
 @register("math")
@@ -109,7 +73,7 @@ class Sub(Function):
         return x0 - x1
 
     def backward(self, gy):
-        return _grads(self, gy, -gy if self.needs_input_grad[1] else None)
+        return unbroadcast(self, gy, -gy if self.needs_input_grad[1] else None)
 
 
 @register("math")
@@ -130,7 +94,7 @@ class Mul(Function):
     def backward(self, gy):
         x0, x1 = self.inputs
         n0, n1 = self.needs_input_grad
-        return _grads(self, gy * x1 if n0 else None, gy * x0 if n1 else None)
+        return unbroadcast(self, gy * x1 if n0 else None, gy * x0 if n1 else None)
 
 
 @register("math")
@@ -151,7 +115,7 @@ class Div(Function):
         x0, x1 = self.inputs
         gx0 = gy / x1
         gx1 = -gx0 * x0 / x1 if self.needs_input_grad[1] else None
-        return _grads(self, gx0, gx1)
+        return unbroadcast(self, gx0, gx1)
 
 
 @register("math")
@@ -176,7 +140,7 @@ class Neg(Function):
 @register("math")
 def neg(x):
     """-x."""
-    return Neg()(*inputs("neg", ("x",), (x,), kinds="iuf"))
+    return Neg()(*operands("neg", ("x",), (x,), kinds="iuf"))
 
 
 class Pow(Function):
@@ -184,11 +148,11 @@ class Pow(Function):
         return x ** c
 
     def backward(self, gy):
-        # log lives with the table of elementwise functions, which imports this module.
+        # log lives with the elementwise functions, which import this module.
         from lezero.functions.math.unary import log
         x, c = self.inputs
         n0, n1 = self.needs_input_grad
-        return _grads(self, gy * c * x ** (c - 1) if n0 else None,
+        return unbroadcast(self, gy * c * x ** (c - 1) if n0 else None,
                       gy * self.outputs[0]() * log(x) if n1 else None)
 
 
@@ -218,7 +182,7 @@ class Square(Function):
 @register("math")
 def square(x):
     """x * x."""
-    return Square()(*inputs("square", ("x",), (x,), kinds="iuf"))
+    return Square()(*operands("square", ("x",), (x,), kinds="iuf"))
 
 
 class Sqrt(Function):
@@ -232,7 +196,7 @@ class Sqrt(Function):
 @register("math")
 def sqrt(x):
     """Square root (nan below 0, as NumPy and PyTorch)."""
-    return Sqrt()(*inputs("sqrt", ("x",), (x,), kinds="f"))
+    return Sqrt()(*operands("sqrt", ("x",), (x,), kinds="f"))
 
 
 class Rsqrt(Function):
@@ -247,7 +211,7 @@ class Rsqrt(Function):
 @register("math")
 def rsqrt(x):
     """1 / sqrt(x)."""
-    return Rsqrt()(*inputs("rsqrt", ("x",), (x,), kinds="f"))
+    return Rsqrt()(*operands("rsqrt", ("x",), (x,), kinds="f"))
 
 
 class Reciprocal(Function):
@@ -262,4 +226,4 @@ class Reciprocal(Function):
 @register("math")
 def reciprocal(x):
     """1 / x."""
-    return Reciprocal()(*inputs("reciprocal", ("x",), (x,), kinds="f"))
+    return Reciprocal()(*operands("reciprocal", ("x",), (x,), kinds="f"))

@@ -5,8 +5,8 @@ Selections (maximum, minimum, clip, where) route the gradient with constant mask
 PyTorch's rules at ties and at the clip bounds.
 """
 from lezero.core import Function, Variable
-from lezero.functions.common import constant, mask_like, xp_of
-from lezero.functions.math.arith import _grads, binary, broadcast_shape, inputs
+from lezero.functions.common import as_variable, operands, xp_of
+from lezero.functions.math.arith import binary, broadcast_shape, unbroadcast
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
 
@@ -21,7 +21,7 @@ class Arctan2(Function):
         x1, x2 = self.inputs
         g = gy / (x1 * x1 + x2 * x2)
         n1, n2 = self.needs_input_grad
-        return _grads(self, g * x2 if n1 else None, -g * x1 if n2 else None)
+        return unbroadcast(self, g * x2 if n1 else None, -g * x1 if n2 else None)
 
 
 @register("math")
@@ -38,7 +38,7 @@ class Hypot(Function):
         x1, x2 = self.inputs
         g = gy / self.outputs[0]()
         n1, n2 = self.needs_input_grad
-        return _grads(self, g * x1 if n1 else None, g * x2 if n2 else None)
+        return unbroadcast(self, g * x1 if n1 else None, g * x2 if n2 else None)
 
 
 @register("math")
@@ -64,8 +64,8 @@ class Extremum(Function):
         # Weight 1 for the selected input, 0.5 each on a tie (as torch.maximum).
         w0 = wins.astype(gy.dtype) + (a == b).astype(gy.dtype) * 0.5
         n0, n1 = self.needs_input_grad
-        return _grads(self, gy * constant(w0) if n0 else None,
-                      gy * constant(1 - w0) if n1 else None)
+        return unbroadcast(self, gy * as_variable(w0) if n0 else None,
+                      gy * as_variable(1 - w0) if n1 else None)
 
 
 @register("math")
@@ -116,7 +116,7 @@ class Clip(Function):
         if hi is not None:
             above = a > hi_a
             masks.append(above | (hi_a < lo_a) if lo is not None else above)
-        return tuple(sum_to(gy * mask_like(gy, m), v.shape) if need else None
+        return tuple(sum_to(gy * as_variable(m, dtype=gy.dtype), v.shape) if need else None
                      for m, v, need in zip(masks, self.inputs, self.needs_input_grad))
 
 
@@ -131,7 +131,7 @@ def clip(x, a_min=None, a_max=None):
         raise ValueError("clip: a_min and a_max are both None; give at least one bound")
     names = ["x"] + ["a_min"] * (a_min is not None) + ["a_max"] * (a_max is not None)
     values = [v for v in (x, a_min, a_max) if v is not None]
-    xs = inputs("clip", names, values, kinds="iuf")
+    xs = operands("clip", names, values, kinds="iuf")
     broadcast_shape("clip", names, xs)
     return Clip(a_min is not None, a_max is not None)(*xs)
 
@@ -147,12 +147,12 @@ class Where(Function):
         x, y = self.inputs
         n0, n1 = self.needs_input_grad
         c = self.condition
-        return _grads(self, Where(c)(gy, _zero(gy)) if n0 else None,
+        return unbroadcast(self, Where(c)(gy, _zero(gy)) if n0 else None,
                       Where(c)(_zero(gy), gy) if n1 else None)
 
 
 def _zero(like):
-    return constant(xp_of(like.data).zeros((), like.dtype))
+    return as_variable(xp_of(like.data).zeros((), like.dtype))
 
 
 @register("math")
@@ -165,7 +165,7 @@ def where(condition, x, y):
     if not hasattr(cond, "dtype") or cond.dtype.kind != "b":
         got = getattr(cond, "dtype", type(cond).__name__)
         raise TypeError(f"where: condition must be a boolean array or Variable, got {got}")
-    x, y = inputs("where", ("x", "y"), (x, y))
+    x, y = operands("where", ("x", "y"), (x, y))
     cond = xp_of(x, y).asarray(cond)        # a NumPy mask may select between CuPy arrays
-    broadcast_shape("where", ("condition", "x", "y"), (constant(cond), x, y))
+    broadcast_shape("where", ("condition", "x", "y"), (as_variable(cond), x, y))
     return Where(cond)(x, y)

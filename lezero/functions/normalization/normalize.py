@@ -27,11 +27,10 @@ import numpy as np
 
 from lezero import kernels
 from lezero.core import Function
-from lezero.core.config import get_config
+from lezero.core import get_config
 from lezero.functions.common import xp_of
 from lezero.functions.reduction import sum as _sum
-from lezero.functions.shape import reshape, sum_to
-from lezero.functions.shape.views import _sum_to
+from lezero.functions.shape import reshape, sum_to, sum_to_array
 
 _KERNEL_DTYPES = (np.float32, np.float64)
 
@@ -128,7 +127,7 @@ class Normalize(Function):
         if self.use_kernel:
             return self._kernel_backward(gy)
         xhat = self.xhat
-        grads = self._param_grads(gy, xhat, _sum_to, lambda a, s: a.reshape(s))
+        grads = self._param_grads(gy, xhat, sum_to_array, lambda a, s: a.reshape(s))
         gx = None
         if self.needs_input_grad[0]:
             g = gy * self.inputs[1].data.reshape(self.param_shape) if self.has_weight \

@@ -12,14 +12,13 @@ is normalised with the biased one.
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import (as_input, check_bool, check_float, constant, normalize_axis,
-                                     xp_of)
-from lezero.functions.loss.common import check_number
+from lezero.functions.common import as_variable, xp_of
 from lezero.functions.math import clip
-from lezero.functions.reduction import norm
 from lezero.functions.normalization.normalize import Normalize
+from lezero.functions.reduction import norm
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_axis, check_bool, check_float_array, check_number
 
 __all__ = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm",
            "local_response_norm", "normalize"]
@@ -28,7 +27,7 @@ __all__ = ["batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm"
 # ----- argument checks -----------------------------------------------------------------
 
 def _check_input(op, input, min_ndim, what):
-    x = check_float(op, "input", input)
+    x = check_float_array(op, "input", input)
     if x.ndim < min_ndim:
         raise ValueError(f"{op}: input must be {what}, got shape {x.shape}")
     return x
@@ -38,7 +37,7 @@ def _check_param(op, name, value, shape, x):
     """weight/bias: None, or a float array of exactly ``shape`` and x's dtype."""
     if value is None:
         return
-    p = check_float(op, name, value)
+    p = check_float_array(op, name, value)
     if p.shape != tuple(shape):
         raise ValueError(f"{op}: {name} must have shape {tuple(shape)}, got {p.shape}")
     if p.dtype != x.dtype:
@@ -50,7 +49,7 @@ def _running(op, name, value, n_channels):
     array that will be updated in place."""
     if value is None:
         return None
-    arr = check_float(op, name, value)
+    arr = check_float_array(op, name, value)
     if arr.shape != (n_channels,):
         raise ValueError(f"{op}: {name} must have shape ({n_channels},), got {arr.shape}")
     return arr
@@ -134,10 +133,10 @@ def _with_batch_stats(input, axes, eps, param_shape, weight, bias, running, mome
 def _eval_affine(input, running_mean, running_var, weight, bias, eps, param_shape):
     """Normalise with fixed statistics: an affine map x * scale + shift per channel."""
     xp = xp_of(running_var)
-    x = as_input(input)
-    inv = constant((1 / xp.sqrt(running_var + eps)).astype(x.dtype))
+    x = as_variable(input)
+    inv = as_variable((1 / xp.sqrt(running_var + eps)).astype(x.dtype))
     scale = inv if weight is None else weight * inv
-    shift = constant(-running_mean.astype(x.dtype)) * scale
+    shift = as_variable(-running_mean.astype(x.dtype)) * scale
     if bias is not None:
         shift = shift + bias
     return x * reshape(scale, param_shape) + reshape(shift, param_shape)
@@ -294,7 +293,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     alpha = check_number(op, "alpha", alpha)
     beta = check_number(op, "beta", beta)
     k = check_number(op, "k", k)
-    x = as_input(input)
+    x = as_variable(input)
     window = ChannelWindowSum(size // 2, (size - 1) // 2)(x * x)
     return x / (window * (alpha / size) + k) ** beta
 
@@ -305,9 +304,9 @@ def normalize(input, p=2.0, axis=1, eps=1e-12):
     ``torch.nn.functional.normalize`` (with ``axis`` for PyTorch's ``dim``)."""
     op = "normalize"
     x = _check_input(op, input, 1, "at least 1-D")
-    axis = normalize_axis(op, axis, x.ndim)
+    axis = check_axis(op, axis, x.ndim)
     p = check_number(op, "p", p, 0.0, low_open=True)
     eps = check_number(op, "eps", eps, 0.0)
-    x = as_input(input)
+    x = as_variable(input)
     return x / clip(norm(x, p, axis, keepdims=True), eps)
 

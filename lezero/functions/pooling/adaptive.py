@@ -14,7 +14,7 @@ Output cell ``i`` of an axis of length ``n`` pooled to ``m`` covers input positi
 import numpy as np
 
 from lezero.core import Function, Variable
-from lezero.functions.common import constant, xp_of
+from lezero.functions.common import as_variable, xp_of
 from lezero.functions.linalg import matmul
 from lezero.functions.pooling.common import IndexScatter, as_4d
 from lezero.functions.registry import register
@@ -63,7 +63,7 @@ def _adaptive_avg(op, dims, x, output_size):
     for axis, (size, o) in enumerate(zip(shape4[2:], out), start=2):
         if o == size:
             continue
-        mat = constant(_averaging_matrix(size, o, xp, dtype))
+        mat = as_variable(_averaging_matrix(size, o, xp, dtype))
         if axis == last:
             y = matmul(y, mat.T)
         else:   # average along ``axis`` with the axes after it flattened into columns

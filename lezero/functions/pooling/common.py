@@ -6,9 +6,10 @@ import itertools
 import numpy as np
 
 from lezero.core import Function, Variable
-from lezero.functions.common import check_float, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.shape import reshape
 from lezero.kernels import pooling as pool_kernels
+from lezero.utils.checks import check_float_array
 
 # ----- argument checks and output geometry -----------------------------------------------
 
@@ -67,7 +68,7 @@ def as_4d(op, x, dims):
     """Check the input of a ``dims``-D pooling; return the shape to run it in, (N, C, H, W)
     or (N, C, D, H, W) for 3-D, plus a function that restores the caller's layout
     (unbatched, and 1-D)."""
-    arr = check_float(op, "x", x)
+    arr = check_float_array(op, "x", x)
     if arr.ndim not in (dims + 1, dims + 2) or 0 in arr.shape[-dims - 1:]:
         raise ValueError(f"{op}: expected a {dims + 1}-D (unbatched) or {dims + 2}-D input with "
                          f"non-empty channel and spatial dims, got shape {arr.shape}")

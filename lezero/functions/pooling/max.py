@@ -18,15 +18,16 @@ import functools
 import numpy as np
 
 from lezero.core import Function, Variable
-from lezero.functions.common import as_input, check_float, check_variable, data_of, xp_of
+from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.math import mul, pow
+from lezero.functions.pooling import adaptive as _adaptive, resize as _resize
 from lezero.functions.pooling.adaptive import *   # noqa: F401,F403  (re-exported)
 from lezero.functions.pooling.common import IndexGather, IndexScatter, as_4d, geometry, int_tuple
 from lezero.functions.pooling.resize import *     # noqa: F401,F403  (re-exported)
-from lezero.functions.pooling import adaptive as _adaptive, resize as _resize
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
 from lezero.kernels import pooling as pool_kernels
+from lezero.utils.checks import check_array, check_float_array
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "lp_pool1d", "lp_pool2d",
@@ -201,8 +202,8 @@ def _lp_pool(op, dims, x, norm_type, kernel_size, stride, ceil_mode):
         raise TypeError(f"{op}: norm_type must be a number, got {norm_type!r}")
     if norm_type == 0:
         raise ValueError(f"{op}: norm_type must be non-zero, got {norm_type}")
-    check_float(op, "x", x)
-    x = as_input(x)     # a Variable, so the Python-number exponent keeps x's dtype
+    check_float_array(op, "x", x)
+    x = as_variable(x)     # a Variable, so the Python-number exponent keeps x's dtype
     kernel = int_tuple(op, "kernel_size", kernel_size, dims, 1)
     avg = _avg_pool(op, dims, pow(x, float(norm_type)), kernel, stride, 0, ceil_mode, True,
                     None)
@@ -248,7 +249,7 @@ class MaxUnpool2d(Function):
 
 def _max_unpool(op, dims, x, indices, kernel_size, stride, padding, output_size):
     shape4, restore = as_4d(op, x, dims)
-    idx = check_variable(op, "indices", indices)
+    idx = check_array(op, "indices", indices)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"{op}: indices must be integers, got dtype {idx.dtype}")
     if idx.shape != data_of(x).shape:

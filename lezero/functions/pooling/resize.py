@@ -12,11 +12,12 @@ import math
 
 import numpy as np
 
-from lezero.functions.common import check_float, constant, xp_of
+from lezero.functions.common import as_variable, xp_of
 from lezero.functions.math import add, mul
 from lezero.functions.pooling.adaptive import adaptive_avg_pool1d, adaptive_avg_pool2d
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item, reshape, transpose
+from lezero.utils.checks import check_float_array
 
 __all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
 
@@ -76,7 +77,7 @@ def _resample_axis(x, axis, out_size, mode, align_corners, scale):
     shape = (out_size,) + (1,) * (x.ndim - axis - 1)
 
     def weight(w):
-        return constant(xp.asarray(w.reshape(shape), dtype=x.dtype))
+        return as_variable(xp.asarray(w.reshape(shape), dtype=x.dtype))
     return add(mul(_take(x, axis, xp.asarray(i0)), weight(w0)),
                mul(_take(x, axis, xp.asarray(i1)), weight(w1)))
 
@@ -91,7 +92,7 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     (adaptive average pooling; 3-D and 4-D).
     """
     op = "interpolate"
-    arr = check_float(op, "x", x)
+    arr = check_float_array(op, "x", x)
     if arr.ndim not in (3, 4, 5):
         raise ValueError(f"{op}: expected a 3-D, 4-D or 5-D (N, C, ...) input, got shape "
                          f"{arr.shape}")
@@ -154,7 +155,7 @@ def _factor(op, name, r):
 def pixel_shuffle(x, upscale_factor):
     """(*, C * r * r, H, W) -> (*, C, H * r, W * r): move channel blocks into space."""
     op = "pixel_shuffle"
-    arr = check_float(op, "x", x)
+    arr = check_float_array(op, "x", x)
     r = _factor(op, "upscale_factor", upscale_factor)
     if arr.ndim < 3 or arr.shape[-3] % (r * r):
         raise ValueError(f"{op}: expected (*, C * {r * r}, H, W) input (channels divisible by "
@@ -169,7 +170,7 @@ def pixel_shuffle(x, upscale_factor):
 def pixel_unshuffle(x, downscale_factor):
     """(*, C, H * r, W * r) -> (*, C * r * r, H, W): the inverse of ``pixel_shuffle``."""
     op = "pixel_unshuffle"
-    arr = check_float(op, "x", x)
+    arr = check_float_array(op, "x", x)
     r = _factor(op, "downscale_factor", downscale_factor)
     if arr.ndim < 3 or arr.shape[-1] % r or arr.shape[-2] % r:
         raise ValueError(f"{op}: expected (*, C, H, W) input with H and W divisible by {r}, "
@@ -185,7 +186,7 @@ def channel_shuffle(input, groups):
     """(N, C, *) with C = g * k -> the channels reordered as the transpose of a (g, k) grid
     (ShuffleNet): output channel ``i * g + j`` is input channel ``j * k + i``."""
     op = "channel_shuffle"
-    arr = check_float(op, "input", input)
+    arr = check_float_array(op, "input", input)
     if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
         raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__}")
     if groups < 1:

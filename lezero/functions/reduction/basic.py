@@ -9,12 +9,11 @@ import math
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import (check_bool, constant, keepdims_shape, normalize_axes,
-                                     reduced_shape, xp_of)
-from lezero.functions.math.arith import inputs, sqrt
-from lezero.functions.math.unary import exp
+from lezero.functions.common import as_variable, operands, xp_of
+from lezero.functions.math import exp, sqrt
 from lezero.functions.registry import register
 from lezero.functions.shape import broadcast_to, reshape
+from lezero.utils.checks import check_axes, check_bool
 
 __all__ = ["sum", "mean", "var", "std", "logsumexp"]
 
@@ -25,12 +24,26 @@ def reduce_args(op, x, axis, keepdims, kinds="biuf"):
     A 0-d input has nothing to reduce over, so any valid axis means "all" there (as in
     PyTorch, where dim=0 and dim=-1 are accepted for scalars).
     """
-    (x,) = inputs(op, ("x",), (x,), kinds)
+    (x,) = operands(op, ("x",), (x,), kinds)
     check_bool(op, "keepdims", keepdims)
-    axes = normalize_axes(op, axis, x.ndim)
+    axes = check_axes(op, axis, x.ndim)
     if x.ndim == 0:
         axes = None
     return x, axes
+
+
+def keepdims_shape(shape, axes):
+    """The shape a reduction over ``axes`` has with keepdims=True."""
+    if axes is None:
+        return (1,) * len(shape)
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def reduced_shape(shape, axes):
+    """The shape a reduction over ``axes`` (all axes when None) has without keepdims."""
+    if axes is None:
+        return ()
+    return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
 def reduced_size(shape, axes):
@@ -164,7 +177,7 @@ class LogSumExp(Function):
         # accurate in float32 (exp(x - y) would carry y's rounding, ~1e-5 near |y| = 1000),
         # and since the constant shift cancels, it is still exact to differentiate again.
         x = self.inputs[0]
-        e = exp(x - constant(self.shift))
+        e = exp(x - as_variable(self.shift))
         softmax = e / broadcast_to(sum(e, self.axis, keepdims=True), x.shape)
         return expand(gy, x.shape, self.axis, self.keepdims) * softmax
 

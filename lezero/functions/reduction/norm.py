@@ -11,17 +11,16 @@ import math
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import (check_bool, keepdims_shape, normalize_axis, reduced_shape,
-                                     xp_of)
-from lezero.functions.math.arith import inputs
-from lezero.functions.math.binary import where
-from lezero.functions.math.unary import abs, sign
-from lezero.functions.reduction.basic import expand, reduced_size
+from lezero.functions.common import operands, xp_of
+from lezero.functions.math import abs, sign, where
+from lezero.functions.reduction.basic import (expand, keepdims_shape, reduced_shape,
+                                              reduced_size)
 from lezero.functions.reduction.basic import sum as sum_
 from lezero.functions.reduction.order import max as max_
 from lezero.functions.reduction.order import min as min_
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
+from lezero.utils.checks import check_axis, check_bool
 
 __all__ = ["norm"]
 
@@ -130,7 +129,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
       'fro' (default), 1 / -1 (max / min column sum of |x|), inf / -inf (row sums).
       The spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not provided.
     """
-    (x,) = inputs("norm", ("x",), (x,), kinds="f")
+    (x,) = operands("norm", ("x",), (x,), kinds="f")
     check_bool("norm", "keepdims", keepdims)
     if not (ord is None or isinstance(ord, str) or _is_number(ord)):
         raise TypeError(f"norm: ord must be None, a number or 'fro', got {type(ord).__name__}")
@@ -145,7 +144,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
                              f"shape {x.shape}; pass axis")
     else:
         given = axis if isinstance(axis, (tuple, list)) else (axis,)
-        axes = tuple(normalize_axis("norm", a, ndim) for a in given)
+        axes = tuple(check_axis("norm", a, ndim) for a in given)
         if len(axes) not in (1, 2) or len(set(axes)) != len(axes):
             raise ValueError(f"norm: axis must be one axis or two distinct axes, got {axis!r}")
         if ndim == 0:               # a scalar: axis 0 means "everything", as in reductions

@@ -10,9 +10,11 @@ import collections
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import check_bool, constant, keepdims_shape, normalize_axis, xp_of
-from lezero.functions.reduction.basic import check_nonempty, expand, reduce_args
+from lezero.functions.common import as_variable, xp_of
+from lezero.functions.reduction.basic import (check_nonempty, expand, keepdims_shape,
+                                              reduce_args)
 from lezero.functions.registry import register
+from lezero.utils.checks import check_axis, check_bool
 
 __all__ = ["max", "min", "argmax", "argmin", "all", "any", "topk"]
 
@@ -36,7 +38,7 @@ class MaxMin(Function):
         y = self.outputs[0]().data.reshape(keepdims_shape(x.shape, self.axis))
         hit = x.data == y
         count = xp.maximum(hit.sum(axis=self.axis, keepdims=True), 1)   # >= 1 unless NaN
-        share = constant(hit.astype(gy.dtype) / count.astype(gy.dtype))
+        share = as_variable(hit.astype(gy.dtype) / count.astype(gy.dtype))
         return expand(gy, x.shape, self.axis, self.keepdims) * share
 
 
@@ -78,8 +80,8 @@ def _arg_reduction(op, x, axis, keepdims):
     check_nonempty(op, x, axes)
     axis = None if axes is None else axes[0]
     if x.ndim == 0:                 # NumPy: the index into the flattened 0-d array
-        return constant(xp_of(x.data).zeros((), np.int64))
-    return Reduce(op, axis, keepdims)(constant(x.data))
+        return as_variable(xp_of(x.data).zeros((), np.int64))
+    return Reduce(op, axis, keepdims)(as_variable(x.data))
 
 
 @register("reduction", differentiable=False, notes="first index on ties")
@@ -99,14 +101,14 @@ def argmin(x, axis=None, keepdims=False):
 def all(x, axis=None, keepdims=False):
     """True where every element along ``axis`` is nonzero (a boolean constant)."""
     x, axes = reduce_args("all", x, axis, keepdims)
-    return Reduce("all", axes, keepdims)(constant(x.data))
+    return Reduce("all", axes, keepdims)(as_variable(x.data))
 
 
 @register("reduction", differentiable=False)
 def any(x, axis=None, keepdims=False):
     """True where some element along ``axis`` is nonzero (a boolean constant)."""
     x, axes = reduce_args("any", x, axis, keepdims)
-    return Reduce("any", axes, keepdims)(constant(x.data))
+    return Reduce("any", axes, keepdims)(as_variable(x.data))
 
 
 # ----- topk ---------------------------------------------------------------------------------
@@ -201,10 +203,10 @@ def topk(x, k, axis=-1, largest=True, sorted=True):
     x, _ = reduce_args("topk", x, None, False, kinds="iuf")
     if x.ndim == 0:
         raise ValueError("topk: x must have at least 1 dimension, got a 0-d input")
-    axis = normalize_axis("topk", axis, x.ndim)
+    axis = check_axis("topk", axis, x.ndim)
     n = x.shape[axis]
     if not 0 <= k <= n:
         raise ValueError(f"topk: k={k} is out of range for axis {axis} of size {n} "
                          f"(input shape {x.shape})")
     idx = _topk_indices(x.data, int(k), axis, bool(largest), bool(sorted))
-    return TopKResult(GatherAlong(idx, axis)(x), constant(idx))
+    return TopKResult(GatherAlong(idx, axis)(x), as_variable(idx))

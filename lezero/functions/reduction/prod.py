@@ -7,12 +7,13 @@ PyTorch handles zeros.  Everything is written with LeZero operators, so these gr
 be differentiated again.
 """
 from lezero.core import Function
-from lezero.functions.common import constant, inverse_permutation, normalize_axis, xp_of
-from lezero.functions.math.binary import where
+from lezero.functions.common import as_variable, inverse_permutation, xp_of
+from lezero.functions.math import where
 from lezero.functions.reduction.basic import expand, reduce_args
 from lezero.functions.reduction.basic import sum as sum_
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item, reshape, transpose
+from lezero.utils.checks import check_axis
 
 __all__ = ["prod", "cumsum", "cumprod"]
 
@@ -90,7 +91,7 @@ def _cumulative_args(op, x, axis):
         return (reshape(x, (-1,)) if x.ndim != 1 else x), 0
     if x.ndim == 0:
         raise ValueError(f"{op}: a 0-d input has no axis {axis}; use axis=None")
-    return x, normalize_axis(op, axis, x.ndim)
+    return x, check_axis(op, axis, x.ndim)
 
 
 class CumSum(Function):
@@ -142,7 +143,7 @@ def _cumprod_grad_with_zeros(gy, x, axis):
     rows = reshape(flat, flat.shape[:-1] + (1, n))
     left_out = where(xp.eye(n, dtype=bool), 1.0, rows)     # row i: x with x_i = 1
     running = cumprod(left_out, axis=-1)                   # [i, k] = prod_{j<=k, j!=i} x_j
-    later = constant(xp.triu(xp.ones((n, n), dtype=x.dtype)))   # [i, k] = 1 if k >= i
+    later = as_variable(xp.triu(xp.ones((n, n), dtype=x.dtype)))   # [i, k] = 1 if k >= i
     gx = sum_(running * (later * reshape(g, g.shape[:-1] + (1, n))), axis=-1)
     return _from_last(gx, perm, shape)
 

@@ -10,15 +10,16 @@ The fused sequence operators (``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu``, in
 ``rnn_fused``) and packed sequences (``rnn_packed``) are re-exported here.
 """
 from lezero.core import Variable
-from lezero.functions.rnn import fused as _fused, packed as _packed
-from lezero.functions.common import check_float, data_of, xp_of
 from lezero.functions.activation import relu, sigmoid
+from lezero.functions.common import data_of, xp_of
 from lezero.functions.linalg import matmul
 from lezero.functions.math import tanh
 from lezero.functions.registry import register
+from lezero.functions.rnn import fused as _fused, packed as _packed
 from lezero.functions.rnn.fused import *      # noqa: F401,F403  (re-exported)
 from lezero.functions.rnn.packed import *     # noqa: F401,F403  (re-exported)
 from lezero.functions.shape import get_item, reshape, transpose
+from lezero.utils.checks import check_float_array
 
 __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"] + _fused.__all__ \
     + _packed.__all__
@@ -26,11 +27,11 @@ __all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"] + _fused._
 
 def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
     """Check a cell's arguments; return (x as (N, I), states as (N, H), hidden, batched)."""
-    xa = check_float(op, "x", x)
+    xa = check_float_array(op, "x", x)
     if xa.ndim not in (1, 2):
         raise ValueError(f"{op}: x must be (N, input_size) or (input_size,), got shape "
                          f"{xa.shape}")
-    wi, wh = check_float(op, "w_ih", w_ih), check_float(op, "w_hh", w_hh)
+    wi, wh = check_float_array(op, "w_ih", w_ih), check_float_array(op, "w_hh", w_hh)
     if wh.ndim != 2 or wh.shape[0] != gates * wh.shape[1]:
         raise ValueError(f"{op}: w_hh must be ({gates} * hidden, hidden), got shape {wh.shape}")
     hidden = wh.shape[1]
@@ -38,7 +39,7 @@ def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
         raise ValueError(f"{op}: w_ih must have shape {(gates * hidden, xa.shape[-1])} for "
                          f"input of shape {xa.shape}, got {wi.shape}")
     for name, b in (("b_ih", b_ih), ("b_hh", b_hh)):
-        if b is not None and check_float(op, name, b).shape != (gates * hidden,):
+        if b is not None and check_float_array(op, name, b).shape != (gates * hidden,):
             raise ValueError(f"{op}: {name} must have shape {(gates * hidden,)}, got "
                              f"{data_of(b).shape}")
     batched = xa.ndim == 2
@@ -49,7 +50,7 @@ def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
             h = Variable(xp_of(xa).zeros((n, hidden), dtype=xa.dtype), requires_grad=False)
         else:
             want = (n, hidden) if batched else (hidden,)
-            if check_float(op, name, h).shape != want:
+            if check_float_array(op, name, h).shape != want:
                 raise ValueError(f"{op}: {name} must have shape {want}, got "
                                  f"{data_of(h).shape}")
             h = h if batched else reshape(h, (1, hidden))

@@ -9,12 +9,13 @@ stacked here; each (layer, direction) is one fused ``Function`` from ``rnn_layer
 import numpy as np
 
 from lezero.core import Variable
-from lezero.functions.common import check_float, data_of, xp_of
-from lezero.functions.stochastic.dropout import dropout as _dropout
+from lezero.functions.common import data_of, xp_of
 from lezero.functions.registry import register
 from lezero.functions.rnn.layers import ElmanLayer, GRULayer, LSTMLayer
 from lezero.functions.rnn.packed import PackedSequence
 from lezero.functions.shape import concatenate, get_item, reshape, transpose
+from lezero.functions.stochastic.dropout import dropout as _dropout
+from lezero.utils.checks import check_float_array
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 
@@ -37,7 +38,7 @@ def _check_weights(op, params, has_biases, num_layers, dirs, input_size, dtype, 
         got = len(params) if isinstance(params, (list, tuple)) else type(params).__name__
         raise ValueError(f"{op}: expected {num_layers * dirs * per} weights ({num_layers} "
                          f"layer(s) x {dirs} direction(s) x {per}), got {got}")
-    arrs = [check_float(op, f"params[{i}]", p) for i, p in enumerate(params)]
+    arrs = [check_float_array(op, f"params[{i}]", p) for i, p in enumerate(params)]
     if arrs[1].ndim != 2:
         raise ValueError(f"{op}: params[1] (w_hh) must be 2-D, got shape {arrs[1].shape}")
     hidden = arrs[1].shape[1]
@@ -62,7 +63,7 @@ def _initial_state(op, name, h, shape, like, unbatched):
     if h is None:
         xp = xp_of(data_of(like))
         return Variable(xp.zeros(shape, dtype=data_of(like).dtype), requires_grad=False)
-    arr = check_float(op, name, h)
+    arr = check_float_array(op, name, h)
     want = (shape[0], shape[2]) if unbatched else shape
     if arr.shape != want:
         raise ValueError(f"{op}: {name} must have shape {want}, got {arr.shape}")
@@ -86,14 +87,14 @@ def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, trainin
     unbatched = False
     if packed:
         x = input.data
-        arr = check_float(op, "input.data", x)
+        arr = check_float_array(op, "input.data", x)
         if arr.ndim != 2:
             raise ValueError(f"{op}: packed data must be (sum of lengths, input_size), got "
                              f"shape {arr.shape}")
         batch_sizes = [int(b) for b in input.batch_sizes]
         n = batch_sizes[0]
     else:
-        arr = check_float(op, "input", input)
+        arr = check_float_array(op, "input", input)
         if arr.ndim not in (2, 3):
             raise ValueError(f"{op}: input must be (T, N, input_size), (N, T, input_size) "
                              f"with batch_first, or unbatched (T, input_size); got shape "

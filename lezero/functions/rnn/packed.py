@@ -15,9 +15,10 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions.common import check_bool, check_variable, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import concatenate, reshape
+from lezero.utils.checks import check_array, check_bool
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "pack_sequence"]
@@ -92,7 +93,7 @@ def _check_sequences(op, sequences):
     their arrays."""
     if not isinstance(sequences, (list, tuple)) or not sequences:
         raise ValueError(f"{op}: expected a non-empty list of sequences, got {sequences!r}")
-    arrs = [check_variable(op, f"sequences[{i}]", s) for i, s in enumerate(sequences)]
+    arrs = [check_array(op, f"sequences[{i}]", s) for i, s in enumerate(sequences)]
     rest = arrs[0].shape[1:]
     if any(a.ndim == 0 or a.shape[1:] != rest for a in arrs):
         raise ValueError(f"{op}: sequences must share their trailing dims, each (L_i, *), "
@@ -116,7 +117,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     lengths are ``lengths``.  With ``enforce_sorted`` the lengths must be decreasing;
     otherwise the batch is sorted here and the permutation kept."""
     op = "pack_padded_sequence"
-    arr = check_variable(op, "input", input)
+    arr = check_array(op, "input", input)
     if arr.ndim < 2:
         raise ValueError(f"{op}: input must be (T, N, *) or (N, T, *), got shape {arr.shape}")
     t_len, n = (arr.shape[1], arr.shape[0]) if batch_first else arr.shape[:2]
@@ -150,7 +151,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         raise TypeError(f"{op}: sequence must be a PackedSequence, got "
                         f"{type(sequence).__name__}")
     data, batch_sizes = sequence.data, _batch_sizes(op, sequence.batch_sizes)
-    arr = check_variable(op, "sequence.data", data)
+    arr = check_array(op, "sequence.data", data)
     if arr.ndim < 1 or arr.shape[0] != batch_sizes.sum():
         raise ValueError(f"{op}: sequence.data must be (sum of batch_sizes = "
                          f"{int(batch_sizes.sum())}, *), got shape {arr.shape}")

@@ -20,6 +20,8 @@ from lezero.functions.shape.index import *   # noqa: F401,F403
 from lezero.functions.shape.join import *    # noqa: F401,F403
 # The operator classes, for code that builds graphs from them directly.
 from lezero.functions.shape.views import BroadcastTo, Reshape, SumTo, Transpose  # noqa: F401
+# Array-level helpers other families share.
+from lezero.functions.shape.views import axis_tuple, sum_to_array  # noqa: F401
 from lezero.functions.shape.index import GetItem, GetItemGrad  # noqa: F401
 
 __all__ = _views.__all__ + _join.__all__ + _index.__all__

@@ -10,9 +10,11 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions.common import check_variable, constant, data_of, scatter_add_, xp_of
+from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape.views import _axis, moveaxis, reshape
+from lezero.functions.shape.views import moveaxis, reshape
+from lezero.kernels.scatter import scatter_add_
+from lezero.utils.checks import check_array, check_axis
 
 __all__ = ["get_item", "take", "index_select", "gather", "scatter_add", "masked_fill",
            "tril", "triu", "diagonal", "one_hot", "IndexOutOfRangeError"]
@@ -128,7 +130,7 @@ class GetItemGrad(Function):
 @register("shape")
 def get_item(x, index):
     """``x[index]`` with NumPy basic and advanced indexing; the gradient scatter-adds."""
-    arr = check_variable("get_item", "x", x)
+    arr = check_array("get_item", "x", x)
     index = _index_data(index)
     _check_index_kinds(index)
     if xp_of(arr) is not np:
@@ -149,13 +151,13 @@ def take(x, indices, axis=None):
     """Elements of ``x`` at ``indices`` along ``axis`` (of the flattened ``x`` when None),
     as ``numpy.take``; negative indices count from the end.  The result has shape
     ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``."""
-    arr = check_variable("take", "x", x)
+    arr = check_array("take", "x", x)
     xp = xp_of(arr)
     idx = _int_indices("take", "indices", indices, xp)
     if axis is None:
         x, axis, n = reshape(x, (-1,)), 0, arr.size
     else:
-        axis = _axis("take", axis, arr.ndim)
+        axis = check_axis("take", axis, arr.ndim, zero_dim=False)
         n = arr.shape[axis]
     _check_range("take", "indices", idx, n, allow_negative=True)
     if idx.size and int(idx.min()) < 0:
@@ -167,8 +169,8 @@ def take(x, indices, axis=None):
 def index_select(x, axis, index):
     """The slices of ``x`` at the 1-D integer ``index`` along ``axis``, as
     ``torch.index_select`` (argument order ``(x, axis, index)``)."""
-    arr = check_variable("index_select", "x", x)
-    axis = _axis("index_select", axis, arr.ndim)
+    arr = check_array("index_select", "x", x)
+    axis = check_axis("index_select", axis, arr.ndim, zero_dim=False)
     idx = _int_indices("index_select", "index", index, xp_of(arr))
     if idx.ndim > 1:
         raise ValueError(f"index_select: index must be 1-D, got shape {idx.shape}")
@@ -192,7 +194,7 @@ def _check_scatter_index(op, arr, axis, index):
     """Validate an index for gather / scatter_add (PyTorch rules); return (axis, idx)."""
     if arr.ndim == 0:
         raise ValueError(f"{op}: x must have at least 1 dim, got a 0-d array")
-    axis = _axis(op, axis, arr.ndim)
+    axis = check_axis(op, axis, arr.ndim, zero_dim=False)
     idx = _int_indices(op, "index", index, xp_of(arr))
     if idx.ndim != arr.ndim:
         raise ValueError(f"{op}: index must have as many dims as x ({arr.ndim}), "
@@ -249,7 +251,7 @@ def gather(x, axis, index):
     ``index`` has as many dims as ``x``; the result has ``index``'s shape.  The gradient
     scatter-adds, so repeated indices accumulate.
     """
-    arr = check_variable("gather", "x", x)
+    arr = check_array("gather", "x", x)
     axis, idx = _check_scatter_index("gather", arr, axis, index)
     return Gather(axis, idx)(x)
 
@@ -258,8 +260,8 @@ def gather(x, axis, index):
 def scatter_add(x, axis, index, src):
     """A copy of ``x`` with ``src`` added at ``index`` along ``axis``, as
     ``torch.scatter_add``: ``out[i][index[i][j][k]][k] += src[i][j][k]`` (for axis 1)."""
-    arr = check_variable("scatter_add", "x", x)
-    src_arr = check_variable("scatter_add", "src", src)
+    arr = check_array("scatter_add", "x", x)
+    src_arr = check_array("scatter_add", "src", src)
     if src_arr.dtype != arr.dtype:
         raise TypeError(f"scatter_add: src dtype {src_arr.dtype} differs from x dtype "
                         f"{arr.dtype}")
@@ -289,8 +291,8 @@ class MaskedFill(Function):
 def masked_fill(x, mask, value):
     """``x`` with ``value`` wherever the boolean ``mask`` (broadcastable to ``x``) is True,
     as ``Tensor.masked_fill``.  ``value`` is a number (no gradient flows into it)."""
-    arr = check_variable("masked_fill", "x", x)
-    m = check_variable("masked_fill", "mask", mask)
+    arr = check_array("masked_fill", "x", x)
+    m = check_array("masked_fill", "mask", mask)
     if m.dtype != np.bool_:
         raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
     try:
@@ -327,7 +329,7 @@ class Tri(Function):
 
 
 def _tri(op, x, k, lower):
-    arr = check_variable(op, "x", x)
+    arr = check_array(op, "x", x)
     if arr.ndim < 2:
         raise ValueError(f"{op}: x must have at least 2 dims, got shape {arr.shape}")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -357,11 +359,11 @@ def diagonal(x, offset=0, axis1=0, axis2=1):
     Built from ``moveaxis`` and integer indexing, so the gradient is the scatter back
     onto the diagonal.
     """
-    arr = check_variable("diagonal", "x", x)
+    arr = check_array("diagonal", "x", x)
     if arr.ndim < 2:
         raise ValueError(f"diagonal: x must have at least 2 dims, got shape {arr.shape}")
-    a1 = _axis("diagonal", axis1, arr.ndim, "axis1")
-    a2 = _axis("diagonal", axis2, arr.ndim, "axis2")
+    a1 = check_axis("diagonal", axis1, arr.ndim, "axis1", zero_dim=False)
+    a2 = check_axis("diagonal", axis2, arr.ndim, "axis2", zero_dim=False)
     if a1 == a2:
         raise ValueError(f"diagonal: axis1 and axis2 are the same axis ({a1})")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
@@ -382,7 +384,7 @@ def one_hot(indices, num_classes=-1):
     ``max(indices) + 1``.  Negative or too-large classes are errors.  Not differentiable:
     the result is a constant.
     """
-    arr = check_variable("one_hot", "indices", indices)
+    arr = check_array("one_hot", "indices", indices)
     if arr.dtype.kind not in "iu":
         raise TypeError(f"one_hot: indices must hold integers, got dtype {arr.dtype}")
     if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
@@ -396,4 +398,4 @@ def one_hot(indices, num_classes=-1):
     _check_range("one_hot", "indices (a class)", arr, num_classes)
     xp = xp_of(arr)
     out = (arr[..., None] == xp.arange(num_classes)).astype(np.int64)
-    return constant(out)
+    return as_variable(out)

@@ -8,11 +8,12 @@ by themselves; ``tile``, ``repeat`` and the non-constant ``pad`` modes are built
 import numpy as np
 
 from lezero.core import Function
-from lezero.functions.common import check_variable, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape.views import (_axis, _axis_tuple, broadcast_to, expand_dims,
-                                          reshape)
 from lezero.functions.shape.index import GetItem, _select, _to_backend
+from lezero.functions.shape.views import (axis_tuple, broadcast_to, expand_dims,
+                                          reshape)
+from lezero.utils.checks import check_array, check_axis
 
 __all__ = ["concatenate", "stack", "split", "chunk", "tile", "repeat", "flip", "roll", "pad"]
 
@@ -27,7 +28,7 @@ def _check_sequence(op, xs):
         raise TypeError(f"{op}: expected a list or tuple of arrays, got {type(xs).__name__}")
     if not xs:
         raise ValueError(f"{op}: need at least one array, got an empty sequence")
-    return [check_variable(op, f"xs[{i}]", x) for i, x in enumerate(xs)]
+    return [check_array(op, f"xs[{i}]", x) for i, x in enumerate(xs)]
 
 
 class Concatenate(Function):
@@ -67,7 +68,7 @@ def concatenate(xs, axis=0):
     ndim = arrs[0].ndim
     if ndim == 0:
         raise ValueError("concatenate: 0-d arrays cannot be concatenated")
-    axis = _axis("concatenate", axis, ndim)
+    axis = check_axis("concatenate", axis, ndim, zero_dim=False)
     ref = arrs[0].shape
     for i, a in enumerate(arrs):
         if a.ndim != ndim or a.shape[:axis] + a.shape[axis + 1:] != ref[:axis] + ref[axis + 1:]:
@@ -84,7 +85,7 @@ def stack(xs, axis=0):
         if a.shape != arrs[0].shape:
             raise ValueError(f"stack: xs[{i}] has shape {a.shape} but xs[0] has shape "
                              f"{arrs[0].shape}; all must be equal")
-    axis = _axis("stack", axis, arrs[0].ndim + 1)
+    axis = check_axis("stack", axis, arrs[0].ndim + 1, zero_dim=False)
     return Concatenate(axis)(*[expand_dims(x, axis) for x in xs])
 
 
@@ -101,10 +102,10 @@ def split(x, indices_or_sections, axis=0):
     sequence of offsets cuts there (offsets past the end give empty pieces).  Offsets must
     be non-decreasing, so the pieces tile ``x`` and their gradients join back.
     """
-    arr = check_variable("split", "x", x)
+    arr = check_array("split", "x", x)
     if arr.ndim == 0:
         raise ValueError("split: x must have at least 1 dim, got a 0-d array")
-    axis = _axis("split", axis, arr.ndim)
+    axis = check_axis("split", axis, arr.ndim, zero_dim=False)
     n = arr.shape[axis]
     if _is_int(indices_or_sections):
         sections = int(indices_or_sections)
@@ -130,14 +131,14 @@ def split(x, indices_or_sections, axis=0):
 def chunk(x, chunks, axis=0):
     """Split ``x`` into at most ``chunks`` pieces of ``ceil(n / chunks)`` along ``axis``
     (the last may be smaller, and there may be fewer pieces), as ``torch.chunk``."""
-    arr = check_variable("chunk", "x", x)
+    arr = check_array("chunk", "x", x)
     if arr.ndim == 0:
         raise ValueError("chunk: x must have at least 1 dim, got a 0-d array")
     if not _is_int(chunks):
         raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    axis = _axis("chunk", axis, arr.ndim)
+    axis = check_axis("chunk", axis, arr.ndim, zero_dim=False)
     n = arr.shape[axis]
     size = -(-n // int(chunks))
     return _split_at(x, list(range(size, n, size)) if size else [], axis)
@@ -150,7 +151,7 @@ def tile(x, reps):
     Built as reshape -> broadcast_to -> reshape: each axis of length s becomes (r, s),
     the r copies are a broadcast, and the gradient sums them.
     """
-    arr = check_variable("tile", "x", x)
+    arr = check_array("tile", "x", x)
     reps = (reps,) if _is_int(reps) else reps
     if not isinstance(reps, (tuple, list)) or not all(_is_int(r) for r in reps):
         raise TypeError(f"tile: reps must be an int or a tuple of ints, got {reps!r}")
@@ -172,13 +173,13 @@ def repeat(x, repeats, axis=None):
     One count for all is a broadcast of a new axis; per-element counts are an integer
     gather.  Either way the gradient sums each element's copies.
     """
-    arr = check_variable("repeat", "x", x)
+    arr = check_array("repeat", "x", x)
     if axis is None:
         x, shape, axis = reshape(x, (-1,)), (arr.size,), 0
     else:
         if arr.ndim == 0:
             raise ValueError("repeat: axis must be None for a 0-d array")
-        axis, shape = _axis("repeat", axis, arr.ndim), arr.shape
+        axis, shape = check_axis("repeat", axis, arr.ndim, zero_dim=False), arr.shape
     n = shape[axis]
     counts = np.asarray(repeats)
     if counts.dtype.kind not in "iu" or counts.ndim > 1:
@@ -212,8 +213,8 @@ class Flip(Function):
 def flip(x, axis=None):
     """Reverse the order of elements along ``axis`` (all axes when None), as
     ``numpy.flip``."""
-    ndim = check_variable("flip", "x", x).ndim
-    axes = tuple(range(ndim)) if axis is None else _axis_tuple("flip", axis, ndim)
+    ndim = check_array("flip", "x", x).ndim
+    axes = tuple(range(ndim)) if axis is None else axis_tuple("flip", axis, ndim)
     return Flip(axes)(x)
 
 
@@ -234,7 +235,7 @@ class Roll(Function):
 def roll(x, shift, axis=None):
     """Shift elements cyclically by ``shift`` along ``axis``, as ``numpy.roll``; with
     ``axis=None`` the flattened array is rolled (``shift`` must then be an int)."""
-    ndim = check_variable("roll", "x", x).ndim
+    ndim = check_array("roll", "x", x).ndim
     shifts = (shift,) if _is_int(shift) else shift
     if not isinstance(shifts, (tuple, list)) or not all(_is_int(s) for s in shifts):
         raise TypeError(f"roll: shift must be an int or a tuple of ints, got {shift!r}")
@@ -243,7 +244,7 @@ def roll(x, shift, axis=None):
             raise ValueError(f"roll: shift must be a single int when axis is None, got {shift!r}")
         return Roll(int(shifts[0]), None)(x)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
-    axes = tuple(_axis("roll", a, ndim) for a in axes)
+    axes = tuple(check_axis("roll", a, ndim, zero_dim=False) for a in axes)
     if len(shifts) == 1:
         shifts = shifts * len(axes)
     elif len(axes) == 1:
@@ -298,7 +299,7 @@ def pad(x, pad_width, mode="constant", constant_values=0):
     ``wrap`` (alias ``circular``).  The non-constant modes copy existing elements, so they
     are integer gathers along each padded axis and their gradients scatter-add.
     """
-    arr = check_variable("pad", "x", x)
+    arr = check_array("pad", "x", x)
     widths = _pad_widths(pad_width, arr.ndim)
     if not isinstance(mode, str):
         raise TypeError(f"pad: mode must be a str, got {type(mode).__name__}")

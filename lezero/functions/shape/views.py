@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from lezero.core import Function, Variable
-from lezero.functions.common import (check_variable, data_of, inverse_permutation,
-                                     normalize_axis, xp_of)
+from lezero.functions.common import data_of, inverse_permutation, xp_of
 from lezero.functions.registry import register
+from lezero.utils.checks import check_array, check_axis
 
 __all__ = ["reshape", "transpose", "swapaxes", "moveaxis", "squeeze", "expand_dims", "flatten",
            "broadcast_to", "sum_to"]
@@ -29,19 +29,10 @@ def _shape_arg(op, shape):
     return tuple(int(s) for s in shape)
 
 
-def _axis(op, axis, ndim, name="axis"):
-    """One axis in [0, ndim); unlike the reductions' helper, a 0-d input has no axis 0.
-    Errors name the argument ``name``."""
-    axis = normalize_axis(op, axis, ndim, name)      # kind and range checks
-    if ndim == 0:
-        raise ValueError(f"{op}: {name} {axis} is out of range for a 0-d input")
-    return axis
-
-
-def _axis_tuple(op, axis, ndim, name="axis"):
+def axis_tuple(op, axis, ndim, name="axis"):
     """An int or a sequence of ints as a tuple of axes in [0, ndim); repeats are errors."""
     axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
-    out = tuple(_axis(op, a, ndim, name) for a in axes)
+    out = tuple(check_axis(op, a, ndim, name, zero_dim=False) for a in axes)
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {name}={axis!r}")
     return out
@@ -63,7 +54,7 @@ class Reshape(Function):
 def reshape(x, *shape):
     """``x`` with a new shape (one entry may be -1), as ``numpy.reshape``."""
     shape = _shape_arg("reshape", shape)
-    size = check_variable("reshape", "x", x).size
+    size = check_array("reshape", "x", x).size
     known = math.prod(s for s in shape if s != -1)
     if shape.count(-1) > 1 or any(s < -1 for s in shape) or (
             -1 not in shape and known != size) or (-1 in shape and (known == 0 or size % known)):
@@ -90,12 +81,12 @@ class Transpose(Function):
 @register("shape")
 def transpose(x, axes=None):
     """Permute the axes (reverse them when ``axes`` is None), as ``numpy.transpose``."""
-    ndim = check_variable("transpose", "x", x).ndim
+    ndim = check_array("transpose", "x", x).ndim
     if axes is not None:
         if not isinstance(axes, (tuple, list)):
             raise TypeError(f"transpose: axes must be a tuple or list of ints, got "
                             f"{type(axes).__name__}")
-        axes = tuple(_axis("transpose", a, ndim, "axes") for a in axes)
+        axes = tuple(check_axis("transpose", a, ndim, "axes", zero_dim=False) for a in axes)
         if sorted(axes) != list(range(ndim)):
             raise ValueError(f"transpose: axes {axes} is not a permutation of {ndim} dims")
     return Transpose(axes)(x)
@@ -104,9 +95,9 @@ def transpose(x, axes=None):
 @register("shape")
 def swapaxes(x, axis1, axis2):
     """Exchange two axes, as ``numpy.swapaxes``."""
-    ndim = check_variable("swapaxes", "x", x).ndim
-    a1 = _axis("swapaxes", axis1, ndim, "axis1")
-    a2 = _axis("swapaxes", axis2, ndim, "axis2")
+    ndim = check_array("swapaxes", "x", x).ndim
+    a1 = check_axis("swapaxes", axis1, ndim, "axis1", zero_dim=False)
+    a2 = check_axis("swapaxes", axis2, ndim, "axis2", zero_dim=False)
     perm = list(range(ndim))
     perm[a1], perm[a2] = perm[a2], perm[a1]
     return Transpose(tuple(perm))(x)
@@ -116,9 +107,9 @@ def swapaxes(x, axis1, axis2):
 def moveaxis(x, source, destination):
     """Move axes ``source`` to positions ``destination`` (ints or sequences), keeping the
     order of the others, as ``numpy.moveaxis``."""
-    ndim = check_variable("moveaxis", "x", x).ndim
-    src = _axis_tuple("moveaxis", source, ndim, "source")
-    dst = _axis_tuple("moveaxis", destination, ndim, "destination")
+    ndim = check_array("moveaxis", "x", x).ndim
+    src = axis_tuple("moveaxis", source, ndim, "source")
+    dst = axis_tuple("moveaxis", destination, ndim, "destination")
     if len(src) != len(dst):
         raise ValueError(f"moveaxis: source {source!r} and destination {destination!r} "
                          "must have the same number of elements")
@@ -132,11 +123,11 @@ def moveaxis(x, source, destination):
 def squeeze(x, axis=None):
     """Remove axes of length one (all of them, or those in ``axis``), as ``numpy.squeeze``;
     naming an axis whose length is not one is an error."""
-    shape = check_variable("squeeze", "x", x).shape
+    shape = check_array("squeeze", "x", x).shape
     if axis is None:
         axes = tuple(i for i, s in enumerate(shape) if s == 1)
     else:
-        axes = _axis_tuple("squeeze", axis, len(shape))
+        axes = axis_tuple("squeeze", axis, len(shape))
         bad = [a for a in axes if shape[a] != 1]
         if bad:
             raise ValueError(f"squeeze: cannot squeeze axis {bad[0]} of length {shape[bad[0]]} "
@@ -148,9 +139,9 @@ def squeeze(x, axis=None):
 def expand_dims(x, axis):
     """Insert axes of length one at positions ``axis`` (an int or a tuple) of the result,
     as ``numpy.expand_dims``."""
-    shape = check_variable("expand_dims", "x", x).shape
+    shape = check_array("expand_dims", "x", x).shape
     n_new = len(axis) if isinstance(axis, (tuple, list)) else 1
-    axes = _axis_tuple("expand_dims", axis, len(shape) + n_new)
+    axes = axis_tuple("expand_dims", axis, len(shape) + n_new)
     rest = iter(shape)
     return reshape(x, tuple(1 if i in axes else next(rest) for i in range(len(shape) + n_new)))
 
@@ -162,11 +153,11 @@ def flatten(x, start_axis=0, end_axis=-1):
     The range follows ``torch.flatten``; the defaults flatten everything to 1-D, as
     ``numpy.ndarray.flatten`` does (a 0-d input becomes shape ``(1,)``).
     """
-    shape = check_variable("flatten", "x", x).shape
+    shape = check_array("flatten", "x", x).shape
     if not shape:
         return reshape(x, (1,))
-    s = _axis("flatten", start_axis, len(shape), "start_axis")
-    e = _axis("flatten", end_axis, len(shape), "end_axis")
+    s = check_axis("flatten", start_axis, len(shape), "start_axis", zero_dim=False)
+    e = check_axis("flatten", end_axis, len(shape), "end_axis", zero_dim=False)
     if s > e:
         raise ValueError(f"flatten: start_axis {start_axis} comes after end_axis {end_axis} "
                          f"for an input with {len(shape)} dims")
@@ -189,7 +180,7 @@ class BroadcastTo(Function):
 @register("shape")
 def broadcast_to(x, shape):
     """``x`` broadcast to ``shape`` (NumPy rules); its gradient sums back."""
-    xshape = check_variable("broadcast_to", "x", x).shape
+    xshape = check_array("broadcast_to", "x", x).shape
     if shape != xshape:
         shape = _shape_arg("broadcast_to", (shape,))
     if xshape == shape and isinstance(x, Variable):
@@ -203,7 +194,7 @@ def broadcast_to(x, shape):
     return BroadcastTo(shape)(x)
 
 
-def _sum_to(x, shape):
+def sum_to_array(x, shape):
     """Sum array ``x`` down to ``shape`` (the reverse of broadcasting)."""
     lead = x.ndim - len(shape)
     if lead and shape == x.shape[lead:] and _gemv_ok(x):
@@ -230,7 +221,7 @@ class SumTo(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
-        return _sum_to(x, self.shape)
+        return sum_to_array(x, self.shape)
 
     def backward(self, gy):
         return broadcast_to(gy, self.x_shape)
@@ -239,7 +230,7 @@ class SumTo(Function):
 @register("shape")
 def sum_to(x, shape):
     """Sum ``x`` down to ``shape``: the gradient of ``broadcast_to``."""
-    xshape = check_variable("sum_to", "x", x).shape
+    xshape = check_array("sum_to", "x", x).shape
     if shape != xshape:
         shape = _shape_arg("sum_to", (shape,))
     if xshape == shape:

@@ -10,10 +10,10 @@ its gradient is ``gy * scale`` (the mask times 1/(1-p) for dropout), and it is l
 so double backward is trivially right.
 """
 from lezero.core import Function, Variable
-from lezero.core.random import get_rng
-from lezero.functions._activation_utils import check_input, check_probability, check_training
-from lezero.functions.common import check_bool, constant, data_of, xp_of
+from lezero.core import get_rng
+from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.registry import register
+from lezero.utils.checks import check_bool, check_float_array, check_real, check_training
 
 __all__ = ["dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout"]
 
@@ -33,7 +33,7 @@ class ScaleShift(Function):
         return y if self.shift is None else y + self.shift
 
     def backward(self, gy):
-        return gy * constant(self.scale)
+        return gy * as_variable(self.scale)
 
 
 def _keep_mask(arr, p, shape):
@@ -41,14 +41,22 @@ def _keep_mask(arr, p, shape):
     return (get_rng(xp_of(arr)).random(shape, dtype="float32") >= p).astype(arr.dtype)
 
 
+def check_probability(op, p):
+    """A dropout probability in [0, 1] as a Python float."""
+    p = check_real(op, "p", p)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability p must be in [0, 1], got {p}")
+    return p
+
+
 def _apply(op, x, p, training, draw):
     """Check the arguments, then: the identity when not training or p == 0; zeros when
     p == 1 (as PyTorch, avoiding 0/0 in scales); else ``x * scale + shift`` with
     ``(scale, shift) = draw(array, p)``."""
-    arr = data_of(check_input(op, x))
+    arr = check_float_array(op, "input", x)
     p = check_probability(op, p)
     if not check_training(op, training) or p == 0:
-        return x if isinstance(x, Variable) else constant(x)
+        return x if isinstance(x, Variable) else as_variable(x)
     if p == 1:
         return ScaleShift(xp_of(arr).zeros((1,) * arr.ndim, arr.dtype))(x)
     return ScaleShift(*draw(arr, p))(x)
@@ -70,7 +78,7 @@ def _channel_dropout(lead):
 def _feature_dropout(op, input, p, training, layouts):
     """Channel dropout for the ranks in ``layouts``: {ndim: (lead axes, "(N, C, ...)")}.
     Any other rank is a ValueError listing the accepted layouts."""
-    ndim = data_of(check_input(op, input)).ndim
+    ndim = check_float_array(op, "input", input).ndim
     if ndim not in layouts:
         accepted = " or ".join(f"{n}-D {text}" for n, (_, text) in sorted(layouts.items()))
         raise ValueError(f"{op}: input must be {accepted}, got {ndim}-D with shape "
