@@ -66,7 +66,7 @@ seq = rng.standard_normal((T, N, 1)).astype(np.float32)
 fused, (h_n, c_n) = F.lstm(seq, None, params)
 h = c = None
 for t in range(T):
-    h, c = F.lstm_cell(seq[t], h, c, *params)
+    h, c = F.lstm_cell(seq[t], (h, c), *params)
 print(f"fused lstm vs lstm_cell loop: max |h_n difference| = "
       f"{np.abs(h_n.data[0] - h.data).max():.1e}")
 

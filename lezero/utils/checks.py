@@ -8,7 +8,7 @@ class the user called -- then names the argument and what it got:
 
     check_int("Conv2d", "kernel_size", "3")   # TypeError: Conv2d: kernel_size must be an int, got str '3'
     check_int("Linear", "in_features", 0, low=1)
-                                              # ValueError: Linear: in_features must be >= 1, got 0
+                                              # ValueError: Linear: in_features must be a positive int, got 0
 
 Functions, nn, optim, data and the subsystems above them all call these, so a new layer
 gets the same wording for free.  The helpers return the checked value normalised (an int
@@ -69,7 +69,8 @@ def check_int(where, name, value, low=None, high=None, allow_none=False):
         raise TypeError(f"{where}: {name} must be an int{extra}, got {describe(value)}")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{where}: {name} must be >= {low}, got {value}")
+        bound = "a positive int" if low == 1 else f">= {low}"
+        raise ValueError(f"{where}: {name} must be {bound}, got {value}")
     if high is not None and value > high:
         raise ValueError(f"{where}: {name} must be <= {high}, got {value}")
     return value

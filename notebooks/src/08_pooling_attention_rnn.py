@@ -211,7 +211,7 @@ def train_step(use_cells):
         h = c = None
         outs = []
         for t in range(T):
-            h, c = F.lstm_cell(inputs[t], h, c, *params)
+            h, c = F.lstm_cell(inputs[t], (h, c), *params)
             outs.append(F.linear(h, head))
         loss = F.mse_loss(F.stack(outs), targets)
     else:

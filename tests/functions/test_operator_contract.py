@@ -268,7 +268,7 @@ CALLS = {
                                          A(12, 4), A(12), None, None, False, 0.0,
                                          A(4, 4), A(4)),
     # recurrence
-    "lstm_cell": Call(A(2, 3), A(2, 4), A(2, 4), A(16, 3), A(16, 4), A(16), A(16)),
+    "lstm_cell": Call(A(2, 3), (A(2, 4), A(2, 4)), A(16, 3), A(16, 4), A(16), A(16)),
     "gru_cell": Call(A(2, 3), A(2, 4), A(12, 3), A(12, 4), A(12), A(12)),
     "rnn_tanh_cell": Call(A(2, 3), A(2, 4), A(4, 3), A(4, 4), A(4), A(4)),
     "rnn_relu_cell": Call(A(2, 3), A(2, 4, low=0.1), A(4, 3), A(4, 4), A(4), A(4)),

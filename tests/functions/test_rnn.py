@@ -32,6 +32,36 @@ def test_cells_match_torch_and_numbers(name, bias):
         check_all(lambda *a: lz_cell(*a), lambda x, h, *w: t_cell(x, h, *w), x, h, *ws)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_cell_takes_the_state_as_a_tuple_like_torch(bias):
+    x, h, c = rand(N, I, seed=1), rand(N, H, seed=2), rand(N, H, seed=9)
+    ws = _weights(4, I, seed=3, bias=bias)
+    check_all(lambda x, h, c, *w: F.lstm_cell(x, (h, c), *w),
+              lambda x, h, c, *w: torch.lstm_cell(x, (h, c), *w), x, h, c, *ws)
+    # the older form (states as two arguments) gives the very same numbers
+    new = F.lstm_cell(x, (h, c), *ws)
+    old = F.lstm_cell(x, h, c, *ws)
+    for a, b in zip(new, old):
+        np.testing.assert_array_equal(a.data, b.data)
+    # hx=None and (None, None) are zeros, in both forms
+    z = np.zeros((N, H))
+    for got in (F.lstm_cell(x, None, *ws), F.lstm_cell(x, (None, None), *ws),
+                F.lstm_cell(x, None, None, *ws)):
+        for a, b in zip(got, F.lstm_cell(x, (z, z), *ws)):
+            np.testing.assert_allclose(a.data, b.data, rtol=1e-12)
+
+
+def test_lstm_cell_bad_state_arguments():
+    x, h = rand(N, I, seed=1), rand(N, H, seed=2)
+    ws = _weights(4, I, seed=3)
+    with pytest.raises(TypeError, match=r"lstm_cell: hx must be a tuple \(h, c\) or None"):
+        F.lstm_cell(x, (h,), *ws)
+    with pytest.raises(TypeError, match="lstm_cell: takes at most 6 positional arguments"):
+        F.lstm_cell(x, (h, h), *ws, ws[-1])
+    with pytest.raises(TypeError, match="lstm_cell: takes at most 7 positional arguments"):
+        F.lstm_cell(x, h, h, *ws, ws[-1])
+
+
 def test_cells_unbatched_and_missing_state():
     x, ws = rand(I, seed=4, dtype=np.float32), _weights(4, I, seed=5)
     ws = [w.astype(np.float32) for w in ws]

@@ -1,13 +1,12 @@
-"""Recurrence: single-step cells, fused whole-sequence layers, packed sequences.
+"""Single-step recurrent cells: ``lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``,
+``rnn_relu_cell``, with ``torch``'s cell functions' arguments.
 
-The cells (``lstm_cell``, ``gru_cell``, ``rnn_tanh_cell``, ``rnn_relu_cell``) are built
-from LeZero operators, so they are differentiable to any order; they follow PyTorch's
-gate order (LSTM i, f, g, o; GRU r, z, n) and weight layout (``w_ih`` is
+They are built from LeZero operators, so they are differentiable to any order; they
+follow PyTorch's gate order (LSTM i, f, g, o; GRU r, z, n) and weight layout (``w_ih`` is
 (gates * hidden, input), ``w_hh`` is (gates * hidden, hidden)).  Inputs are (N, I), or
-unbatched (I,).  A missing state (None) means zeros.
-
-The fused sequence operators (``lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu``, in
-``rnn_fused``) and packed sequences (``rnn_packed``) are re-exported here.
+unbatched (I,).  A missing state (None) means zeros.  ``lstm_cell`` takes its state as
+the tuple ``hx = (h, c)``; the older form ``lstm_cell(x, h, c, w_ih, w_hh, ...)`` is still
+accepted (see its docstring).
 """
 from lezero.core import Variable
 from lezero.functions.activation import relu, sigmoid
@@ -15,14 +14,10 @@ from lezero.functions.common import data_of, xp_of
 from lezero.functions.linalg import matmul
 from lezero.functions.math import tanh
 from lezero.functions.registry import register
-from lezero.functions.rnn import fused as _fused, packed as _packed
-from lezero.functions.rnn.fused import *      # noqa: F401,F403  (re-exported)
-from lezero.functions.rnn.packed import *     # noqa: F401,F403  (re-exported)
 from lezero.functions.shape import get_item, reshape, transpose
 from lezero.utils.checks import check_float_array
 
-__all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"] + _fused.__all__ \
-    + _packed.__all__
+__all__ = ["lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"]
 
 
 def _prepare(op, gates, x, states, w_ih, w_hh, b_ih, b_hh):
@@ -73,10 +68,38 @@ def _unbatch(h, batched):
     return h if batched else reshape(h, (h.shape[1],))
 
 
+def _lstm_arguments(hx, w_ih, w_hh, b_ih, b_hh, legacy):
+    """((h, c), w_ih, w_hh, b_ih, b_hh) from either calling form of ``lstm_cell``."""
+    if getattr(data_of(b_ih), "ndim", None) == 2:
+        # The older form (x, h, c, w_ih, w_hh[, b_ih, b_hh]): a bias is never 2-D, so a
+        # matrix in b_ih's place is w_hh, and every argument after x sits one place on.
+        if len(legacy) > 1:
+            raise TypeError(f"lstm_cell: takes at most 7 positional arguments in the "
+                            f"(x, h, c, w_ih, w_hh, b_ih, b_hh) form, got {6 + len(legacy)}")
+        return (hx, w_ih), w_hh, b_ih, b_hh, (legacy[0] if legacy else None)
+    if legacy:
+        raise TypeError(f"lstm_cell: takes at most 6 positional arguments, got "
+                        f"{6 + len(legacy)}")
+    if hx is None:
+        return (None, None), w_ih, w_hh, b_ih, b_hh
+    if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+        raise TypeError(f"lstm_cell: hx must be a tuple (h, c) or None, got "
+                        f"{type(hx).__name__}")
+    return tuple(hx), w_ih, w_hh, b_ih, b_hh
+
+
 @register("rnn")
-def lstm_cell(x, hx, cx, w_ih, w_hh, b_ih=None, b_hh=None):
-    """One LSTM step: returns ``(h', c')`` with c' = f c + i g, h' = o tanh(c')."""
-    x, (h, c), hidden, batched = _prepare("lstm_cell", 4, x, [("hx", hx), ("cx", cx)],
+def lstm_cell(x, hx, w_ih, w_hh, b_ih=None, b_hh=None, *legacy):
+    """One LSTM step: returns ``(h', c')`` with c' = f c + i g, h' = o tanh(c').
+
+    ``hx`` is the tuple ``(h, c)`` (either may be None, or ``hx`` None: zeros), as in
+    ``torch.lstm_cell`` and ``nn.LSTMCell``.  The older form with the two states as
+    separate arguments, ``lstm_cell(x, h, c, w_ih, w_hh[, b_ih[, b_hh]])`` (positional),
+    is accepted too: it is recognised by the matrix ``w_hh`` where the first form has
+    the bias ``b_ih``.
+    """
+    (h, c), w_ih, w_hh, b_ih, b_hh = _lstm_arguments(hx, w_ih, w_hh, b_ih, b_hh, legacy)
+    x, (h, c), hidden, batched = _prepare("lstm_cell", 4, x, [("hx", h), ("cx", c)],
                                           w_ih, w_hh, b_ih, b_hh)
     g = _affine(x, w_ih, b_ih) + _affine(h, w_hh, b_hh)
     i, f = sigmoid(_chunk(g, 0, hidden)), sigmoid(_chunk(g, 1, hidden))

@@ -6,7 +6,6 @@ PyTorch's order -- per layer, per direction: ``w_ih, w_hh[, b_ih, b_hh]`` -- and
 ``(output, h_n)`` or, for the LSTM, ``(output, (h_n, c_n))``.  Layers and directions are
 stacked here; each (layer, direction) is one fused ``Function`` from ``rnn_layers``.
 """
-import numpy as np
 
 from lezero.core import Variable
 from lezero.functions.common import data_of, xp_of
@@ -14,8 +13,8 @@ from lezero.functions.registry import register
 from lezero.functions.rnn.layers import ElmanLayer, GRULayer, LSTMLayer
 from lezero.functions.rnn.packed import PackedSequence
 from lezero.functions.shape import concatenate, get_item, reshape, transpose
-from lezero.functions.stochastic.dropout import dropout as _dropout
-from lezero.utils.checks import check_float_array
+from lezero.functions.stochastic import dropout as _dropout
+from lezero.utils.checks import check_bool, check_float_array, check_int, check_number
 
 __all__ = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 
@@ -24,11 +23,6 @@ _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 def _concat(xs, axis):
     return xs[0] if len(xs) == 1 else concatenate(xs, axis=axis)
-
-
-def _check_flag(op, name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{op}: {name} must be a bool, got {value!r}")
 
 
 def _check_weights(op, params, has_biases, num_layers, dirs, input_size, dtype, gates):
@@ -70,51 +64,45 @@ def _initial_state(op, name, h, shape, like, unbatched):
     return reshape(h, shape) if unbatched else h
 
 
-def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, training,
-               bidirectional, batch_first):
-    op = mode
+def _check_options(op, has_biases, num_layers, dropout, training, bidirectional,
+                   batch_first):
     for name, flag in (("has_biases", has_biases), ("training", training),
                        ("bidirectional", bidirectional), ("batch_first", batch_first)):
-        _check_flag(op, name, flag)
-    if isinstance(num_layers, bool) or not isinstance(num_layers, (int, np.integer)) \
-            or num_layers < 1:
-        raise ValueError(f"{op}: num_layers must be a positive int, got {num_layers!r}")
-    if not 0 <= dropout <= 1:
-        raise ValueError(f"{op}: dropout must be in [0, 1], got {dropout}")
-    dirs = 2 if bidirectional else 1
+        check_bool(op, name, flag)
+    check_int(op, "num_layers", num_layers, low=1)
+    check_number(op, "dropout", dropout, 0, 1)
 
-    packed = isinstance(input, PackedSequence)
-    unbatched = False
-    if packed:
-        x = input.data
-        arr = check_float_array(op, "input.data", x)
+
+def _sequence(op, input, batch_first):
+    """The input as (sum of lengths, I) rows: (rows, its array, batch sizes per step,
+    batch size, unbatched?)."""
+    if isinstance(input, PackedSequence):
+        arr = check_float_array(op, "input.data", input.data)
         if arr.ndim != 2:
             raise ValueError(f"{op}: packed data must be (sum of lengths, input_size), got "
                              f"shape {arr.shape}")
         batch_sizes = [int(b) for b in input.batch_sizes]
-        n = batch_sizes[0]
-    else:
-        arr = check_float_array(op, "input", input)
-        if arr.ndim not in (2, 3):
-            raise ValueError(f"{op}: input must be (T, N, input_size), (N, T, input_size) "
-                             f"with batch_first, or unbatched (T, input_size); got shape "
-                             f"{arr.shape}")
-        unbatched = arr.ndim == 2
-        x = input
-        if unbatched:
-            x = reshape(x, (arr.shape[0], 1, arr.shape[1]))
-        elif batch_first:
-            x = transpose(x, (1, 0, 2))
-        t_len, n = data_of(x).shape[:2]
-        if t_len == 0 or n == 0:
-            raise ValueError(f"{op}: empty input of shape {arr.shape}")
-        x = reshape(x, (t_len * n, arr.shape[-1]))
-        batch_sizes = [n] * t_len
-    gates = _GATES[mode]
-    hidden = _check_weights(op, params, has_biases, num_layers, dirs, arr.shape[-1], arr.dtype,
-                            gates)
+        return input.data, arr, batch_sizes, batch_sizes[0], False
+    arr = check_float_array(op, "input", input)
+    if arr.ndim not in (2, 3):
+        raise ValueError(f"{op}: input must be (T, N, input_size), (N, T, input_size) "
+                         f"with batch_first, or unbatched (T, input_size); got shape "
+                         f"{arr.shape}")
+    unbatched = arr.ndim == 2
+    x = input
+    if unbatched:
+        x = reshape(x, (arr.shape[0], 1, arr.shape[1]))
+    elif batch_first:
+        x = transpose(x, (1, 0, 2))
+    t_len, n = data_of(x).shape[:2]
+    if t_len == 0 or n == 0:
+        raise ValueError(f"{op}: empty input of shape {arr.shape}")
+    return reshape(x, (t_len * n, arr.shape[-1])), arr, [n] * t_len, n, unbatched
 
-    shape = (num_layers * dirs, n, hidden)
+
+def _states(op, mode, hx, input, shape, x, unbatched):
+    """The initial states (h, and c for the LSTM), each (layers * dirs, N, H), in the
+    order of the packed batch."""
     if mode == "lstm":
         if hx is None:
             hx = (None, None)
@@ -125,41 +113,60 @@ def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, trainin
                   for name, h in zip(("h_0", "c_0"), hx)]
     else:
         states = [_initial_state(op, "hx", hx, shape, x, unbatched)]
-    if packed and input.sorted_indices is not None:
+    if isinstance(input, PackedSequence) and input.sorted_indices is not None:
         order = xp_of(data_of(x)).asarray(input.sorted_indices)
         states = [get_item(s, (slice(None), order)) for s in states]
+    return states
 
+
+def _layer(mode, batch_sizes, reverse):
+    if mode == "lstm":
+        return LSTMLayer(batch_sizes, reverse=reverse)
+    if mode == "gru":
+        return GRULayer(batch_sizes, reverse=reverse)
+    return ElmanLayer(batch_sizes, reverse=reverse, nonlinearity=mode[4:])
+
+
+def _stack(mode, x, states, params, batch_sizes, sizes, dropout, training, has_biases):
+    """Run the layers and directions: (last layer's output rows, final states)."""
+    num_layers, dirs, n, hidden = sizes
     per = 4 if has_biases else 2
-    layer_in = x
     finals = [[] for _ in states]
     for layer in range(num_layers):
         outs = []
         for d in range(dirs):
             k = layer * dirs + d
-            if mode == "lstm":
-                f = LSTMLayer(batch_sizes, reverse=d == 1)
-            elif mode == "gru":
-                f = GRULayer(batch_sizes, reverse=d == 1)
-            else:
-                f = ElmanLayer(batch_sizes, reverse=d == 1, nonlinearity=mode[4:])
-            res = f(layer_in, *[get_item(s, k) for s in states],
-                    *params[k * per:(k + 1) * per])
+            res = _layer(mode, batch_sizes, d == 1)(x, *[get_item(s, k) for s in states],
+                                                     *params[k * per:(k + 1) * per])
             outs.append(res[0])
             for store, final in zip(finals, res[1:]):
                 store.append(reshape(final, (1, n, hidden)))
-        layer_in = _concat(outs, axis=1)
+        x = _concat(outs, axis=1)
         if dropout and training and layer < num_layers - 1:
-            layer_in = _dropout(layer_in, dropout, training=True)
+            x = _dropout(x, dropout, training=True)
+    return x, [_concat(f, axis=0) for f in finals]
 
-    finals = [_concat(f, axis=0) for f in finals]
+
+def _recurrent(mode, input, hx, params, has_biases, num_layers, dropout, training,
+               bidirectional, batch_first):
+    op = mode
+    _check_options(op, has_biases, num_layers, dropout, training, bidirectional, batch_first)
+    dirs = 2 if bidirectional else 1
+    x, arr, batch_sizes, n, unbatched = _sequence(op, input, batch_first)
+    hidden = _check_weights(op, params, has_biases, num_layers, dirs, arr.shape[-1], arr.dtype,
+                            _GATES[mode])
+    states = _states(op, mode, hx, input, (num_layers * dirs, n, hidden), x, unbatched)
+    out, finals = _stack(mode, x, states, params, batch_sizes, (num_layers, dirs, n, hidden),
+                         dropout, training, has_biases)
+    packed = isinstance(input, PackedSequence)
     if packed and input.unsorted_indices is not None:
         order = xp_of(data_of(x)).asarray(input.unsorted_indices)
         finals = [get_item(f, (slice(None), order)) for f in finals]
     if packed:
-        output = PackedSequence(layer_in, input.batch_sizes, input.sorted_indices,
+        output = PackedSequence(out, input.batch_sizes, input.sorted_indices,
                                 input.unsorted_indices)
     else:
-        output = reshape(layer_in, (len(batch_sizes), n, dirs * hidden))
+        output = reshape(out, (len(batch_sizes), n, dirs * hidden))
         if unbatched:
             output = reshape(output, (len(batch_sizes), dirs * hidden))
             finals = [reshape(f, (num_layers * dirs, hidden)) for f in finals]

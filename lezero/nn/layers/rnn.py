@@ -200,7 +200,7 @@ class LSTMCell(RNNCellBase):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c) or None, got "
                             f"{type(hx).__name__}")
         with named_errors("LSTMCell"):
-            return F.lstm_cell(input, hx[0], hx[1], *self._weights())
+            return F.lstm_cell(input, (hx[0], hx[1]), *self._weights())
 
 
 class GRUCell(RNNCellBase):
