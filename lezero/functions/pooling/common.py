@@ -9,23 +9,9 @@ from lezero.core import Function, Variable
 from lezero.functions.common import xp_of
 from lezero.functions.shape import reshape
 from lezero.kernels import pooling as pool_kernels
-from lezero.utils.checks import check_float_array
+from lezero.utils.checks import check_bool, check_float_array, ntuple
 
 # ----- argument checks and output geometry -----------------------------------------------
-
-def int_tuple(op, name, value, n, minimum):
-    """An int or a sequence of ``n`` ints, each at least ``minimum`` -> a tuple of n ints."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (int(value),) * n
-    elif isinstance(value, (tuple, list)) and len(value) == n and all(
-            isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
-        value = tuple(int(v) for v in value)
-    else:
-        raise TypeError(f"{op}: {name} must be an int or a tuple of {n} ints, got {value!r}")
-    if any(v < minimum for v in value):
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value}")
-    return value
-
 
 def pooled_size(size, k, s, p, d, ceil_mode):
     """PyTorch's pooling output length for one axis (0 or less means too small)."""
@@ -88,13 +74,12 @@ def as_4d(op, x, dims):
 def geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims):
     """Validate the pooling arguments and compute the output size (as tuples over the
     spatial axes of ``shape4``: 1-D pooling runs over a height of one)."""
-    kernel = int_tuple(op, "kernel_size", kernel_size, dims, 1)
+    kernel = ntuple(op, "kernel_size", kernel_size, dims, low=1)
     stride = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
-        else int_tuple(op, "stride", stride, dims, 1)
-    padding = int_tuple(op, "padding", padding, dims, 0)
-    dilation = int_tuple(op, "dilation", dilation, dims, 1)
-    if not isinstance(ceil_mode, (bool, np.bool_)):
-        raise TypeError(f"{op}: ceil_mode must be a bool, got {ceil_mode!r}")
+        else ntuple(op, "stride", stride, dims, low=1)
+    padding = ntuple(op, "padding", padding, dims, low=0)
+    dilation = ntuple(op, "dilation", dilation, dims, low=1)
+    check_bool(op, "ceil_mode", ceil_mode)
     if any(p > k // 2 for p, k in zip(padding, kernel)):
         raise ValueError(f"{op}: padding {padding} must be at most half of kernel_size "
                          f"{kernel}")

@@ -1,5 +1,4 @@
-"""Resizing: ``interpolate`` (nearest, nearest-exact, (bi/tri)linear, area) and
-``pixel_shuffle`` / ``pixel_unshuffle``; also ``channel_shuffle`` (a channel permutation).
+"""Resizing: ``interpolate`` (nearest, nearest-exact, (bi/tri)linear, area).
 
 Interpolation is separable: each spatial axis is resampled in turn by gathering input
 rows (``get_item``) and, for the linear modes, mixing two neighbours with constant
@@ -16,10 +15,10 @@ from lezero.functions.common import as_variable, xp_of
 from lezero.functions.math import add, mul
 from lezero.functions.pooling.adaptive import adaptive_avg_pool1d, adaptive_avg_pool2d
 from lezero.functions.registry import register
-from lezero.functions.shape import get_item, reshape, transpose
+from lezero.functions.shape import get_item
 from lezero.utils.checks import check_float_array
 
-__all__ = ["interpolate", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]
+__all__ = ["interpolate"]
 
 _LINEAR = {3: "linear", 4: "bilinear", 5: "trilinear"}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
@@ -141,64 +140,3 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
     for axis, (o, s) in enumerate(zip(out, scales), start=2):
         y = _resample_axis(y, axis, o, mode, bool(align_corners), s)
     return y
-
-
-def _factor(op, name, r):
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)):
-        raise TypeError(f"{op}: {name} must be an int, got {r!r}")
-    if r < 1:
-        raise ValueError(f"{op}: {name} must be positive, got {r}")
-    return int(r)
-
-
-@register("pooling")
-def pixel_shuffle(x, upscale_factor):
-    """(*, C * r * r, H, W) -> (*, C, H * r, W * r): move channel blocks into space."""
-    op = "pixel_shuffle"
-    arr = check_float_array(op, "x", x)
-    r = _factor(op, "upscale_factor", upscale_factor)
-    if arr.ndim < 3 or arr.shape[-3] % (r * r):
-        raise ValueError(f"{op}: expected (*, C * {r * r}, H, W) input (channels divisible by "
-                         f"upscale_factor ** 2), got shape {arr.shape}")
-    *lead, c, h, w = arr.shape
-    y = reshape(x, (-1, c // (r * r), r, r, h, w))
-    y = transpose(y, (0, 1, 4, 2, 5, 3))
-    return reshape(y, tuple(lead) + (c // (r * r), h * r, w * r))
-
-
-@register("pooling")
-def pixel_unshuffle(x, downscale_factor):
-    """(*, C, H * r, W * r) -> (*, C * r * r, H, W): the inverse of ``pixel_shuffle``."""
-    op = "pixel_unshuffle"
-    arr = check_float_array(op, "x", x)
-    r = _factor(op, "downscale_factor", downscale_factor)
-    if arr.ndim < 3 or arr.shape[-1] % r or arr.shape[-2] % r:
-        raise ValueError(f"{op}: expected (*, C, H, W) input with H and W divisible by {r}, "
-                         f"got shape {arr.shape}")
-    *lead, c, h, w = arr.shape
-    y = reshape(x, (-1, c, h // r, r, w // r, r))
-    y = transpose(y, (0, 1, 3, 5, 2, 4))
-    return reshape(y, tuple(lead) + (c * r * r, h // r, w // r))
-
-
-@register("shape")
-def channel_shuffle(input, groups):
-    """(N, C, *) with C = g * k -> the channels reordered as the transpose of a (g, k) grid
-    (ShuffleNet): output channel ``i * g + j`` is input channel ``j * k + i``."""
-    op = "channel_shuffle"
-    arr = check_float_array(op, "input", input)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__}")
-    if groups < 1:
-        raise ValueError(f"{op}: groups must be positive, got {groups}")
-    if arr.ndim < 3:
-        raise ValueError(f"{op}: expected (N, C, *) input with at least 3 dims, got shape "
-                         f"{arr.shape}")
-    n, c, *rest = arr.shape
-    g = int(groups)
-    if c % g:
-        raise ValueError(f"{op}: the {c} channels are not divisible by groups={g} (input "
-                         f"shape {arr.shape})")
-    y = reshape(input, (n, g, c // g, *rest))
-    y = transpose(y, (0, 2, 1) + tuple(range(3, y.ndim)))
-    return reshape(y, arr.shape)
