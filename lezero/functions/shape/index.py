@@ -1,5 +1,4 @@
-"""Indexing operators: get_item, take, index_select, gather, scatter_add, masked_fill,
-tril, triu, diagonal, one_hot.
+"""Indexing operators: get_item, take, index_select, gather, scatter_add.
 
 Reading with integer indices and scatter-adding are each other's gradients: the
 backward of a read scatter-adds the upstream gradient into zeros (so an element read
@@ -10,14 +9,13 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Function, Variable
-from lezero.functions.common import as_variable, data_of, xp_of
+from lezero.functions.common import data_of, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape.views import moveaxis, reshape
+from lezero.functions.shape.views import reshape
 from lezero.kernels.scatter import scatter_add_
 from lezero.utils.checks import check_array, check_axis
 
-__all__ = ["get_item", "take", "index_select", "gather", "scatter_add", "masked_fill",
-           "tril", "triu", "diagonal", "one_hot", "IndexOutOfRangeError"]
+__all__ = ["get_item", "take", "index_select", "gather", "scatter_add", "IndexOutOfRangeError"]
 
 
 class IndexOutOfRangeError(IndexError, ValueError):
@@ -28,7 +26,7 @@ class IndexOutOfRangeError(IndexError, ValueError):
 
 # ----- helpers ------------------------------------------------------------------------
 
-def _to_backend(xp, index):
+def to_backend(xp, index):
     """Move the array parts of an index to ``xp`` (CuPy cannot index with NumPy arrays)."""
     if xp is np:
         return tuple(cuda.as_numpy(i) if isinstance(i, cuda.array_types()) else i
@@ -51,10 +49,10 @@ def _int_indices(op, name, indices, xp):
                         f"got {type(indices).__name__}")
     if arr.dtype.kind not in "iu":
         raise TypeError(f"{op}: {name} must hold integers, got dtype {arr.dtype}")
-    return _to_backend(xp, (arr,))[0]
+    return to_backend(xp, (arr,))[0]
 
 
-def _check_range(op, name, idx, n, allow_negative=False):
+def check_range(op, name, idx, n, allow_negative=False):
     """Raise IndexOutOfRangeError unless every index addresses an axis of length ``n``."""
     if idx.size == 0:
         return
@@ -134,7 +132,7 @@ def get_item(x, index):
     index = _index_data(index)
     _check_index_kinds(index)
     if xp_of(arr) is not np:
-        index = _to_backend(xp_of(arr), index if isinstance(index, tuple) else (index,))
+        index = to_backend(xp_of(arr), index if isinstance(index, tuple) else (index,))
     try:
         return GetItem(index)(x)
     except IndexError as e:
@@ -159,7 +157,7 @@ def take(x, indices, axis=None):
     else:
         axis = check_axis("take", axis, arr.ndim, zero_dim=False)
         n = arr.shape[axis]
-    _check_range("take", "indices", idx, n, allow_negative=True)
+    check_range("take", "indices", idx, n, allow_negative=True)
     if idx.size and int(idx.min()) < 0:
         idx = xp.where(idx < 0, idx + n, idx)
     return _select(x, idx, axis)
@@ -175,7 +173,7 @@ def index_select(x, axis, index):
     if idx.ndim > 1:
         raise ValueError(f"index_select: index must be 1-D, got shape {idx.shape}")
     idx = idx.reshape(-1)
-    _check_range("index_select", "index", idx, arr.shape[axis] if arr.ndim else 1)
+    check_range("index_select", "index", idx, arr.shape[axis] if arr.ndim else 1)
     return _select(x, idx, axis)
 
 
@@ -202,7 +200,7 @@ def _check_scatter_index(op, arr, axis, index):
     if any(i > s for d, (i, s) in enumerate(zip(idx.shape, arr.shape)) if d != axis):
         raise ValueError(f"{op}: index shape {idx.shape} is larger than x shape {arr.shape} "
                          f"outside axis {axis}")
-    _check_range(op, "index", idx, arr.shape[axis])
+    check_range(op, "index", idx, arr.shape[axis])
     return axis, idx
 
 
@@ -270,132 +268,3 @@ def scatter_add(x, axis, index, src):
         raise ValueError(f"scatter_add: src shape {src_arr.shape} must be at least index "
                          f"shape {idx.shape} in every dim")
     return ScatterAdd(axis, idx)(x, src)
-
-
-# ----- masking and triangles ----------------------------------------------------------
-
-class MaskedFill(Function):
-    def __init__(self, mask, value):
-        self.mask = mask
-        self.value = value
-
-    def forward(self, x):
-        xp = xp_of(x)
-        return xp.where(self.mask, xp.asarray(self.value, dtype=x.dtype), x)
-
-    def backward(self, gy):
-        return MaskedFill(self.mask, 0)(gy)
-
-
-@register("shape")
-def masked_fill(x, mask, value):
-    """``x`` with ``value`` wherever the boolean ``mask`` (broadcastable to ``x``) is True,
-    as ``Tensor.masked_fill``.  ``value`` is a number (no gradient flows into it)."""
-    arr = check_array("masked_fill", "x", x)
-    m = check_array("masked_fill", "mask", mask)
-    if m.dtype != np.bool_:
-        raise TypeError(f"masked_fill: mask must be boolean, got dtype {m.dtype}")
-    try:
-        ok = np.broadcast_shapes(m.shape, arr.shape) == arr.shape
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to x's "
-                         f"shape {arr.shape}")
-    if isinstance(value, Variable) and value.requires_grad:
-        raise TypeError("masked_fill: value must be a number; a Variable that requires grad "
-                        "would silently get no gradient (use F.where instead)")
-    value = data_of(value)
-    if isinstance(value, cuda.array_types()) and value.ndim == 0:
-        value = value.item()
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise TypeError(f"masked_fill: value must be a number, got {type(value).__name__}")
-    return MaskedFill(_to_backend(xp_of(arr), (m,))[0], value)(x)
-
-
-class Tri(Function):
-    """Keep the lower (``tril``) or upper (``triu``) triangle of the last two axes."""
-
-    def __init__(self, k, lower):
-        self.k = k
-        self.lower = lower
-
-    def forward(self, x):
-        xp = xp_of(x)
-        return xp.tril(x, self.k) if self.lower else xp.triu(x, self.k)
-
-    def backward(self, gy):
-        return Tri(self.k, self.lower)(gy)
-
-
-def _tri(op, x, k, lower):
-    arr = check_array(op, "x", x)
-    if arr.ndim < 2:
-        raise ValueError(f"{op}: x must have at least 2 dims, got shape {arr.shape}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise TypeError(f"{op}: k must be an int, got {type(k).__name__}")
-    return Tri(int(k), lower)(x)
-
-
-@register("shape")
-def tril(x, k=0):
-    """The lower triangle of the last two axes (on and below diagonal ``k``); the rest is
-    zero, as ``numpy.tril``."""
-    return _tri("tril", x, k, lower=True)
-
-
-@register("shape")
-def triu(x, k=0):
-    """The upper triangle of the last two axes (on and above diagonal ``k``), as
-    ``numpy.triu``."""
-    return _tri("triu", x, k, lower=False)
-
-
-@register("shape")
-def diagonal(x, offset=0, axis1=0, axis2=1):
-    """The diagonal ``offset`` of the planes spanned by ``axis1`` and ``axis2``, as
-    ``numpy.diagonal``: those two axes are removed and the diagonal becomes the last axis.
-
-    Built from ``moveaxis`` and integer indexing, so the gradient is the scatter back
-    onto the diagonal.
-    """
-    arr = check_array("diagonal", "x", x)
-    if arr.ndim < 2:
-        raise ValueError(f"diagonal: x must have at least 2 dims, got shape {arr.shape}")
-    a1 = check_axis("diagonal", axis1, arr.ndim, "axis1", zero_dim=False)
-    a2 = check_axis("diagonal", axis2, arr.ndim, "axis2", zero_dim=False)
-    if a1 == a2:
-        raise ValueError(f"diagonal: axis1 and axis2 are the same axis ({a1})")
-    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
-        raise TypeError(f"diagonal: offset must be an int, got {type(offset).__name__}")
-    n1, n2 = arr.shape[a1], arr.shape[a2]
-    r0, c0 = max(-offset, 0), max(offset, 0)
-    length = max(0, min(n1 - r0, n2 - c0))
-    xp = xp_of(arr)
-    rows, cols = xp.arange(r0, r0 + length), xp.arange(c0, c0 + length)
-    return GetItem((Ellipsis, rows, cols))(moveaxis(x, (a1, a2), (-2, -1)))
-
-
-@register("shape", differentiable=False)
-def one_hot(indices, num_classes=-1):
-    """Integer class indices to one-hot rows (int64), as ``torch.nn.functional.one_hot``.
-
-    The result has shape ``indices.shape + (num_classes,)``; ``num_classes=-1`` means
-    ``max(indices) + 1``.  Negative or too-large classes are errors.  Not differentiable:
-    the result is a constant.
-    """
-    arr = check_array("one_hot", "indices", indices)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"one_hot: indices must hold integers, got dtype {arr.dtype}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
-        raise TypeError(f"one_hot: num_classes must be an int, got {type(num_classes).__name__}")
-    if num_classes == -1:
-        if arr.size == 0:
-            raise ValueError("one_hot: cannot infer num_classes from empty indices")
-        num_classes = int(arr.max()) + 1
-    if num_classes < 1:
-        raise ValueError(f"one_hot: num_classes must be positive or -1, got {num_classes}")
-    _check_range("one_hot", "indices (a class)", arr, num_classes)
-    xp = xp_of(arr)
-    out = (arr[..., None] == xp.arange(num_classes)).astype(np.int64)
-    return as_variable(out)

@@ -10,7 +10,7 @@ import numpy as np
 from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape.index import GetItem, _select, _to_backend
+from lezero.functions.shape.index import GetItem, _select, to_backend
 from lezero.functions.shape.views import (axis_tuple, broadcast_to, expand_dims,
                                           reshape)
 from lezero.utils.checks import check_array, check_axis
@@ -194,7 +194,7 @@ def repeat(x, repeats, axis=None):
         y = broadcast_to(expand_dims(x, axis + 1), shape[:axis + 1] + (r,) + shape[axis + 1:])
         return reshape(y, shape[:axis] + (n * r,) + shape[axis + 1:])
     idx = np.repeat(np.arange(n), counts)
-    return _select(x, _to_backend(xp_of(arr), (idx,))[0], axis)
+    return _select(x, to_backend(xp_of(arr), (idx,))[0], axis)
 
 
 class Flip(Function):
@@ -317,5 +317,5 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         if arr.shape[axis] == 0:
             raise ValueError(f"pad: cannot pad an empty axis {axis} in mode {mode!r}")
         idx = np.pad(np.arange(arr.shape[axis]), (b, a), mode=_PAD_MODES[mode])
-        x = _select(x, _to_backend(xp, (idx,))[0], axis)
+        x = _select(x, to_backend(xp, (idx,))[0], axis)
     return x
