@@ -15,13 +15,12 @@ one row per output element; its gradient and the gradient's gradient are a scatt
 a gather of the same picks.
 """
 import math
-import numbers
 
 import numpy as np
 
 from lezero.core import Function
 from lezero.functions.common import xp_of
-from lezero.functions.embedding.lookup import _check_padding_idx, _renorm_rows_
+from lezero.functions.embedding.lookup import check_indices, check_padding_idx, renorm_rows_
 from lezero.functions.registry import register
 from lezero.kernels.scatter import scatter_add_
 from lezero.utils.checks import check_array, check_bool, check_float_array, check_real
@@ -290,6 +289,59 @@ def _make_bags(xp, indices, starts, ends, padding_idx, num):
     return _Bags(idx, seg, pos, sizes.astype(np.int64), num, indices.shape)
 
 
+def _check_options(mode, include_last_offset, scale_grad_by_freq, sparse, max_norm,
+                   norm_type):
+    """The scalar arguments; returns (max_norm, norm_type) as floats (or None)."""
+    if not isinstance(mode, str):
+        raise TypeError(f"{OP}: mode must be a str, got {type(mode).__name__}")
+    if mode not in MODES:
+        raise ValueError(f"{OP}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    check_bool(OP, "include_last_offset", include_last_offset)
+    check_bool(OP, "scale_grad_by_freq", scale_grad_by_freq)
+    if check_bool(OP, "sparse", sparse):
+        raise ValueError(f"{OP}: sparse=True is not supported (gradients are dense)")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{OP}: scale_grad_by_freq is not supported with mode='max'")
+    if max_norm is None:
+        return None, norm_type
+    max_norm = check_real(OP, "max_norm", max_norm)
+    norm_type = check_real(OP, "norm_type", norm_type)
+    if max_norm <= 0 or norm_type <= 0:
+        raise ValueError(f"{OP}: max_norm and norm_type must be positive, got "
+                         f"{max_norm} and {norm_type}")
+    return max_norm, norm_type
+
+
+def _check_per_sample_weights(psw, mode, indices, w):
+    if psw is None:
+        return
+    psw = check_float_array(OP, "per_sample_weights", psw)
+    if mode != "sum":
+        raise ValueError(f"{OP}: per_sample_weights are only supported with mode='sum', "
+                         f"got mode={mode!r}")
+    if psw.shape != indices.shape:
+        raise ValueError(f"{OP}: per_sample_weights must have the input's shape "
+                         f"{indices.shape}, got {psw.shape}")
+    if psw.dtype != w.dtype:
+        raise TypeError(f"{OP}: per_sample_weights must have the weight's dtype "
+                        f"{w.dtype}, got {psw.dtype}")
+
+
+def _check_tables(input, weight):
+    """The index array (1-D or 2-D integers) and the weight (2-D float)."""
+    indices = check_array(OP, "input", input)
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{OP}: input must hold integer indices, got dtype {indices.dtype}")
+    if indices.ndim not in (1, 2):
+        raise ValueError(f"{OP}: input must be 1-D (with offsets) or 2-D (bags, length), "
+                         f"got shape {indices.shape}")
+    w = check_float_array(OP, "weight", weight)
+    if w.ndim != 2:
+        raise ValueError(f"{OP}: weight must be 2-D (num_embeddings, embedding_dim), "
+                         f"got shape {w.shape}")
+    return indices, w
+
+
 @register("embedding", notes="sum/mean/max; 2-D input or 1-D with offsets")
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
@@ -309,59 +361,20 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,
     PyTorch's documented rule -- its CPU kernel divides some rows by the wrong count,
     pytorch/pytorch#190063).  ``sparse=True`` is refused: gradients are dense.
     """
-    indices = check_array(OP, "input", input)
-    if indices.dtype.kind not in "iu":
-        raise TypeError(f"{OP}: input must hold integer indices, got dtype {indices.dtype}")
-    if indices.ndim not in (1, 2):
-        raise ValueError(f"{OP}: input must be 1-D (with offsets) or 2-D (bags, length), "
-                         f"got shape {indices.shape}")
-    w = check_float_array(OP, "weight", weight)
-    if w.ndim != 2:
-        raise ValueError(f"{OP}: weight must be 2-D (num_embeddings, embedding_dim), "
-                         f"got shape {w.shape}")
+    indices, w = _check_tables(input, weight)
     num = w.shape[0]
-    if not isinstance(mode, str):
-        raise TypeError(f"{OP}: mode must be a str, got {type(mode).__name__}")
-    if mode not in MODES:
-        raise ValueError(f"{OP}: mode must be 'sum', 'mean' or 'max', got {mode!r}")
-    include_last_offset = check_bool(OP, "include_last_offset", include_last_offset)
-    scale_grad_by_freq = check_bool(OP, "scale_grad_by_freq", scale_grad_by_freq)
-    if check_bool(OP, "sparse", sparse):
-        raise ValueError(f"{OP}: sparse=True is not supported (gradients are dense)")
-    if scale_grad_by_freq and mode == "max":
-        raise ValueError(f"{OP}: scale_grad_by_freq is not supported with mode='max'")
-    padding_idx = _check_padding_idx(padding_idx, num, OP)
-    if max_norm is not None:
-        max_norm = check_real(OP, "max_norm", max_norm)
-        norm_type = check_real(OP, "norm_type", norm_type)
-        if max_norm <= 0 or norm_type <= 0:
-            raise ValueError(f"{OP}: max_norm and norm_type must be positive, got "
-                             f"{max_norm} and {norm_type}")
-    psw = None
-    if per_sample_weights is not None:
-        psw = check_float_array(OP, "per_sample_weights", per_sample_weights)
-        if mode != "sum":
-            raise ValueError(f"{OP}: per_sample_weights are only supported with mode='sum', "
-                             f"got mode={mode!r}")
-        if psw.shape != indices.shape:
-            raise ValueError(f"{OP}: per_sample_weights must have the input's shape "
-                             f"{indices.shape}, got {psw.shape}")
-        if psw.dtype != w.dtype:
-            raise TypeError(f"{OP}: per_sample_weights must have the weight's dtype "
-                            f"{w.dtype}, got {psw.dtype}")
+    max_norm, norm_type = _check_options(mode, include_last_offset, scale_grad_by_freq,
+                                         sparse, max_norm, norm_type)
+    padding_idx = check_padding_idx(padding_idx, num, OP)
+    _check_per_sample_weights(per_sample_weights, mode, indices, w)
     xp = xp_of(w)
     indices = xp.asarray(indices)          # on the weight's device
-    if indices.size:
-        lo, hi = int(indices.min()), int(indices.max())
-        bad = lo if lo < 0 else hi if hi >= num else None
-        if bad is not None:
-            raise ValueError(f"{OP}: index {bad} in input is out of range for a weight with "
-                             f"{num} rows (valid indices are 0 to {num - 1})")
+    check_indices(OP, indices, num, " in input")
     starts, ends = _bag_bounds(xp, indices, offsets, include_last_offset)
     bags = _make_bags(xp, indices, starts, ends, padding_idx, num)
     if max_norm is not None and indices.size:
         # As in PyTorch: every index of the input is renormalised, padding included.
-        _renorm_rows_(w, indices.reshape(-1), max_norm, norm_type)
+        renorm_rows_(w, indices.reshape(-1), max_norm, norm_type)
 
     if mode == "max":
         return EmbeddingBagMax(bags)(weight)

@@ -4,7 +4,6 @@ The gradient scatter-adds each output row's gradient into the row it was read fr
 index used twice receives the sum.  The row at ``padding_idx`` receives no gradient, and
 with ``scale_grad_by_freq`` each use is divided by how often its index occurs.
 """
-import numbers
 
 import numpy as np
 
@@ -12,7 +11,7 @@ from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.registry import register
 from lezero.kernels.scatter import scatter_add_
-from lezero.utils.checks import check_array, check_bool, check_float_array, check_real
+from lezero.utils.checks import check_array, check_bool, check_float_array, check_int, check_real
 
 __all__ = ["embedding"]
 
@@ -63,31 +62,31 @@ class EmbeddingGrad(Function):
         return Embedding(self.indices)(ggw)
 
 
-def _check_indices(indices, num):
+def check_indices(op, indices, num, where=""):
+    """TypeError unless ``indices`` hold integers, ValueError unless each picks one of
+    ``num`` rows; ``where`` adds where the bad index was (" in input")."""
     if indices.dtype.kind not in "iu":
-        raise TypeError(f"embedding: input must hold integer indices, got dtype {indices.dtype}")
+        raise TypeError(f"{op}: input must hold integer indices, got dtype {indices.dtype}")
     if indices.size:
         lo, hi = int(indices.min()), int(indices.max())
         bad = lo if lo < 0 else hi if hi >= num else None
         if bad is not None:
-            raise ValueError(f"embedding: index {bad} is out of range for a weight with "
+            raise ValueError(f"{op}: index {bad}{where} is out of range for a weight with "
                              f"{num} rows (valid indices are 0 to {num - 1})")
 
 
-def _check_padding_idx(padding_idx, num, op="embedding"):
+def check_padding_idx(padding_idx, num, op="embedding"):
     """``padding_idx`` as a row number in [0, num), or None."""
     if padding_idx is None:
         return None
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
-        raise TypeError(f"{op}: padding_idx must be an int or None, "
-                        f"got {type(padding_idx).__name__}")
+    padding_idx = check_int(op, "padding_idx", padding_idx, allow_none=True)
     if not -num <= padding_idx < num:
         raise ValueError(f"{op}: padding_idx {padding_idx} is out of range for a weight "
                          f"with {num} rows")
     return int(padding_idx) % num
 
 
-def _renorm_rows_(w, indices, max_norm, norm_type):
+def renorm_rows_(w, indices, max_norm, norm_type):
     """Scale the referenced rows of ``w`` in place so their norm is at most ``max_norm``
     (PyTorch's embedding_renorm_, including its 1e-7 guard)."""
     xp = xp_of(w)
@@ -115,8 +114,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), "
                          f"got shape {w.shape}")
     num = w.shape[0]
-    _check_indices(indices, num)
-    padding_idx = _check_padding_idx(padding_idx, num)
+    check_indices("embedding", indices, num)
+    padding_idx = check_padding_idx(padding_idx, num)
     if check_bool("embedding", "sparse", sparse):
         raise ValueError("embedding: sparse=True is not supported (gradients are dense)")
     scale_grad_by_freq = check_bool("embedding", "scale_grad_by_freq", scale_grad_by_freq)
@@ -128,7 +127,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         if max_norm <= 0 or norm_type <= 0:
             raise ValueError(f"embedding: max_norm and norm_type must be positive, got "
                              f"{max_norm} and {norm_type}")
-        _renorm_rows_(w, indices, max_norm, norm_type)
+        renorm_rows_(w, indices, max_norm, norm_type)
 
     use_weight = None
     if scale_grad_by_freq or padding_idx is not None:
