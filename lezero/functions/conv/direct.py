@@ -10,9 +10,8 @@ import math
 
 from lezero import kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (Algorithm, copy_window, gemm_seconds,
-                                              padded_input, stream_seconds, strided,
-                                              window_extent, xp_of)
+from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
+from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 
 def _dk():

@@ -14,9 +14,8 @@ import math
 import numpy as np
 
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (MACHINE, Algorithm, copy_window, gemm_seconds,
-                                              padded_input, stream_seconds, strided,
-                                              window_extent, xp_of)
+from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
+from lezero.functions.conv.machine import MACHINE, gemm_seconds, stream_seconds
 
 
 def good_size(n):

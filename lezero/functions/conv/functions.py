@@ -17,7 +17,6 @@ import numpy as np
 from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.conv import select
-from lezero.functions.conv.algorithm import xp_of
 from lezero.functions.conv.geometry import ConvProblem
 from lezero.functions.conv.im2col import col2im, im2col
 from lezero.functions.conv.parallel import drop_backward_entries, run_product

@@ -14,6 +14,8 @@ import math
 
 import numpy as np
 
+from lezero.utils.checks import check_int, ntuple
+
 
 @dataclasses.dataclass(frozen=True)
 class ConvGeometry:
@@ -95,23 +97,6 @@ class ConvProblem:
 
 # ----- argument parsing -------------------------------------------------------------------
 
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def ntuple(op, name, value, nd, minimum):
-    """An int or a sequence of ``nd`` ints, each at least ``minimum`` -> tuple of ints."""
-    if _is_int(value):
-        value = (int(value),) * nd
-    elif isinstance(value, (tuple, list)) and len(value) == nd and all(map(_is_int, value)):
-        value = tuple(int(v) for v in value)
-    else:
-        raise TypeError(f"{op}: {name} must be an int or a tuple of {nd} ints, got {value!r}")
-    if any(v < minimum for v in value):
-        raise ValueError(f"{op}: {name} must be >= {minimum} in every dim, got {value}")
-    return value
-
-
 def parse_padding(op, padding, nd, kernel, stride, dilation):
     """``padding`` as (lo, hi) tuples: an int, a tuple, ``"valid"`` or ``"same"``.
 
@@ -129,7 +114,7 @@ def parse_padding(op, padding, nd, kernel, stride, dilation):
             return lo, tuple(t - l for t, l in zip(total, lo))
         raise ValueError(f"{op}: padding must be an int, a tuple, 'same' or 'valid', "
                          f"got {padding!r}")
-    pad = ntuple(op, "padding", padding, nd, 0)
+    pad = ntuple(op, "padding", padding, nd, low=0)
     return pad, pad
 
 
@@ -141,13 +126,10 @@ def out_size(in_size, kernel, stride, pad_lo, pad_hi, dilation):
 
 def conv_geometry(op, x_shape, w_shape, nd, stride, padding, dilation, groups):
     """Validate a convolution's arguments (shapes already checked) -> ConvGeometry."""
-    if not _is_int(groups):
-        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
-    if groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    groups = check_int(op, "groups", groups, low=1)
     kernel = tuple(int(k) for k in w_shape[2:])
-    stride = ntuple(op, "stride", stride, nd, 1)
-    dilation = ntuple(op, "dilation", dilation, nd, 1)
+    stride = ntuple(op, "stride", stride, nd, low=1)
+    dilation = ntuple(op, "dilation", dilation, nd, low=1)
     lo, hi = parse_padding(op, padding, nd, kernel, stride, dilation)
     in_size = tuple(int(s) for s in x_shape[2:])
     for i in range(nd):
@@ -166,18 +148,15 @@ def conv_transpose_geometry(op, x_shape, w_shape, nd, stride, padding, output_pa
 
     Output size: (in - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1.
     """
-    if not _is_int(groups):
-        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
-    if groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    groups = check_int(op, "groups", groups, low=1)
     if isinstance(padding, str):
         raise ValueError(f"{op}: padding must be an int or a tuple of {nd} ints, got "
                          f"{padding!r} (strings are for convolutions only)")
     kernel = tuple(int(k) for k in w_shape[2:])
-    stride = ntuple(op, "stride", stride, nd, 1)
-    dilation = ntuple(op, "dilation", dilation, nd, 1)
-    pad = ntuple(op, "padding", padding, nd, 0)
-    opad = ntuple(op, "output_padding", output_padding, nd, 0)
+    stride = ntuple(op, "stride", stride, nd, low=1)
+    dilation = ntuple(op, "dilation", dilation, nd, low=1)
+    pad = ntuple(op, "padding", padding, nd, low=0)
+    opad = ntuple(op, "output_padding", output_padding, nd, low=0)
     for i in range(nd):
         if opad[i] >= max(stride[i], dilation[i]):
             raise ValueError(f"{op}: output_padding must be smaller than either stride or "

@@ -15,8 +15,8 @@ import math
 
 from lezero import kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (Algorithm, gemm_seconds, scratch,
-                                              stream_seconds, xp_of)
+from lezero.functions.conv.algorithm import Algorithm, scratch
+from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 
 def _kernels():

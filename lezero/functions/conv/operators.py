@@ -22,13 +22,13 @@ import numpy as np
 
 from lezero.functions.common import xp_of
 from lezero.functions.conv import select
+from lezero.functions.conv.explain import explain
 from lezero.functions.conv.functions import (Conv, ConvGradInput, Fold, Unfold,
                                                    problem)
-from lezero.functions.conv.geometry import (ConvProblem, conv_geometry,
-                                                  conv_transpose_geometry, ntuple)
+from lezero.functions.conv.geometry import ConvProblem, conv_geometry, conv_transpose_geometry
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
-from lezero.utils.checks import check_float_array, ntuple
+from lezero.utils.checks import check_float_array, check_int, ntuple
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
            "conv_transpose3d", "unfold", "fold", "conv_explain"]
@@ -67,10 +67,7 @@ def _check_bias(op, bias, channels):
 
 
 def _check_groups(op, groups, in_channels, out_channels):
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise TypeError(f"{op}: groups must be an int, got {type(groups).__name__} {groups!r}")
-    if groups < 1:
-        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    groups = check_int(op, "groups", groups, low=1)
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"{op}: in_channels={in_channels} and out_channels={out_channels} "
                          f"must both be divisible by groups={groups}")
@@ -227,7 +224,6 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
     goes to ``file`` (default: standard output) unless ``show=False``.  Returns an
     ``Explanation`` (``.rows``, ``.chosen``, ``.reason``; ``str()`` gives the table).
     """
-    from lezero.functions.conv import autotune
     x_shape, w_shape = tuple(x_shape), tuple(w_shape)
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ValueError(f"conv_explain: x_shape {x_shape} and w_shape {w_shape} must both be "
@@ -247,7 +243,7 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
     if after is not None and after not in select.ALGORITHMS:
         raise ValueError(f"conv_explain: after must name an algorithm "
                          f"({', '.join(select.ALGORITHMS)}), got {after!r}")
-    result = autotune.explain(prob, op, measure_time=measure, repeat=repeat, after=after)
+    result = explain(prob, op, measure_time=measure, repeat=repeat, after=after)
     if show:
         print(result, file=file if file is not None else sys.stdout)
     return result

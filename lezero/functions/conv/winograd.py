@@ -17,8 +17,8 @@ import numpy as np
 
 from lezero import kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (Algorithm, cached, gemm_seconds, scratch,
-                                              store, stream_seconds, xp_of)
+from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
+from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 _MATS = {}
 
