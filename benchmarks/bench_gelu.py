@@ -55,7 +55,7 @@ def _torch_grad(t, tg, approximate):
 
 def kernel_vs_reference(n):
     """(Numba kernel seconds, NumPy reference seconds) for forward + gradient arrays."""
-    from lezero.functions.activation.gelu import gelu_array, gelu_grad_array
+    from lezero.functions.activation.gaussian import gelu_array, gelu_grad_array
     from lezero.kernels.gelu import gelu_backward, gelu_forward
     rng = np.random.default_rng(1)
     x = rng.standard_normal(n).astype(np.float32)

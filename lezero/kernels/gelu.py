@@ -1,7 +1,7 @@
 """Numba kernels for GELU in float32, exact and tanh-approximated: forward, and the fused
 gradient ``gy * gelu'(x)``.
 
-The NumPy reference beside them is ``lezero.functions.activation.gelu.gelu_array`` and
+The NumPy reference beside them is ``lezero.functions.activation.gaussian.gelu_array`` and
 ``gelu_grad_array`` (scipy's erf); tests compare the two.  Importing this module imports
 Numba, so operators import it only after ``lezero.kernels.enabled(x)`` said yes.
 

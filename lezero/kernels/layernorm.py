@@ -11,7 +11,7 @@ the kernels read it a few times from cache but from memory once:
   accumulate over rows in float64.
 
 NumPy does the same work in about fifteen passes over full-size arrays with as many
-temporaries (``lezero.functions.normalization.normalize.Normalize``, the reference the tests
+temporaries (``lezero.functions.normalization.fused.Normalize``, the reference the tests
 compare against).  The kernels are serial, run only on NumPy arrays when
 ``lezero.kernels.enabled`` says so, and are compiled with ``cache=True``.
 """

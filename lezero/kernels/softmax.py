@@ -9,7 +9,7 @@ are never exponentiated.  They take C-contiguous float32 arrays viewed as (rows,
 
 ``softmax_stats`` serves cross entropy's forward: per row of (N, C) logits the
 exponentials ``exp(x - max)``, the reciprocal of their sum and the log-sum-exp, in one
-pass; its NumPy reference is ``_softmax_stats`` in ``lezero.functions.loss.cross_entropy``.
+pass; its NumPy reference is ``_softmax_stats`` in ``lezero.functions.loss.categorical``.
 """
 import numba
 import numpy as np

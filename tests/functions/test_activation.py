@@ -9,7 +9,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero import kernels
 from lezero.functions import registry
-from lezero.functions.activation.gelu import gelu_array, gelu_grad_array
+from lezero.functions.activation.gaussian import gelu_array, gelu_grad_array
 from tests.opcheck import check_all, check_gradient, check_torch, rand
 
 # (id, LeZero operator, PyTorch operator, input range): ranges cover every piece.

@@ -9,7 +9,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from lezero.functions.loss.cross_entropy import SoftmaxCrossEntropy
+from lezero.functions.loss.categorical import SoftmaxCrossEntropy
 from lezero.functions import log_softmax
 from tests.opcheck import check_all, check_gradient, check_torch, rand
 
@@ -533,7 +533,7 @@ def test_ctc_loss_bad_inputs():
 
 @pytest.mark.skipif(not lz.kernels.numba_available(), reason="Numba is not installed")
 def test_cross_entropy_softmax_stats_kernel_matches_numpy_reference():
-    from lezero.functions.loss.cross_entropy import _softmax_stats
+    from lezero.functions.loss.categorical import _softmax_stats
     from lezero.kernels.softmax import softmax_stats
     x = rand(64, 37, dtype=np.float32, low=-30, high=30, seed=21)
     x[3] = -np.inf              # every logit -inf: NaN, as NumPy's inf - inf

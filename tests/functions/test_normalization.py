@@ -284,7 +284,7 @@ def test_bad_inputs():
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_kernel_matches_numpy_reference(op, affine):
     pytest.importorskip("numba")
-    from lezero.functions.normalization.normalize import Normalize
+    from lezero.functions.normalization.fused import Normalize
     x = rand(3, 5, 8, seed=41, dtype=np.float32) * 4 + 1
     gy = rand(3, 5, 8, seed=42, dtype=np.float32)
     params = [lz.Variable(rand(5, 8, seed=43, dtype=np.float32))] if affine else []

@@ -9,7 +9,7 @@ import math
 
 from lezero.core import Function
 from lezero.functions.common import inverse_permutation, xp_of
-from lezero.functions.linalg.einsum import einsum
+from lezero.functions.linalg.contraction import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose

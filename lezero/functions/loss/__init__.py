@@ -20,7 +20,7 @@ Semantic choices are written up in ``docs/losses_and_normalization.md``.
 """
 from lezero.functions.loss.binary import (binary_cross_entropy,
                                           binary_cross_entropy_with_logits, kl_div)
-from lezero.functions.loss.cross_entropy import cross_entropy
+from lezero.functions.loss.categorical import cross_entropy
 from lezero.functions.loss.ctc import ctc_loss
 from lezero.functions.loss.nll import nll_loss
 from lezero.functions.loss.label_margin import (multi_margin_loss, multilabel_margin_loss,

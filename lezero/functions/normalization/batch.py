@@ -11,7 +11,7 @@ import numpy as np
 from lezero.functions.common import as_variable, xp_of
 from lezero.functions.normalization.checks import (check_input, check_momentum, check_param,
                                                    param_inputs, running_array)
-from lezero.functions.normalization.normalize import Normalize
+from lezero.functions.normalization.fused import Normalize
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape
 from lezero.utils.checks import check_bool, check_number

@@ -7,7 +7,7 @@ import numpy as np
 
 from lezero.functions.normalization.checks import (check_input, check_normalized_shape,
                                                    check_param, param_inputs)
-from lezero.functions.normalization.normalize import Normalize
+from lezero.functions.normalization.fused import Normalize
 from lezero.functions.registry import register
 from lezero.utils.checks import check_int, check_number
 
