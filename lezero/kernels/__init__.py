@@ -3,15 +3,21 @@
 Every ``kernels/<op>.py`` holds three things:
 
 * ``<op>_ref``: the NumPy reference (written with ``xp.*``, it is also the CuPy path);
-* the Numba kernel, a plain function decorated with ``@jit(...)`` from here;
+* the Numba kernel -- plain functions decorated with ``@jit(...)`` from here -- and
+  ``<op>_numba``, which calls it;
 * ``<op>``: the dispatcher operators call, which runs the kernel where ``enabled(...)``
-  says so and the reference otherwise.
+  says so and the reference otherwise (the convolution dispatchers also take
+  ``use_numba=True/False`` to force a path).
+
+``tests/kernels/test_kernels_match_references.py`` checks every ``*_numba`` against its
+reference over shapes and dtypes, from one table.
 
 Numba is imported by this module only, and only when a kernel first runs: ``@jit``
 records the function, and its first call imports Numba, compiles every kernel of its
 module (``cache=True``: later processes load them from disk) and replaces the module's
 names with the compiled ones, so kernels calling each other, across modules too, see
-compiled code.  ``prange`` and ``uint64`` below stand for Numba's until then.  Importing
+compiled code.  ``prange`` and ``uint64`` below stand for Numba's until then.  The scatter-add
+kernel (``scatter.scatter_add_rows_``) serves every scatter, max pooling's backward too.  Importing
 a kernel module therefore costs nothing, and ``import lezero`` never imports Numba.
 
 ``enabled(*arrays)``: Numba runs only for NumPy arrays, when ``Config.use_numba`` is on and
@@ -24,8 +30,8 @@ import numpy as np
 
 from lezero.core import get_config
 
-__all__ = ["numba_available", "numba_module", "enabled", "jit", "intrinsic", "prange",
-           "uint64"]
+__all__ = ["numba_available", "numba_module", "enabled", "jit", "intrinsic", "load",
+           "prange", "uint64"]
 
 _numba = None          # the numba module once imported, False when it cannot be
 _bound = set()         # names of the kernel modules whose kernels are compiled
@@ -107,6 +113,13 @@ def intrinsic(fn):
         from numba.extending import intrinsic as numba_intrinsic
         return numba_intrinsic
     return Kernel(fn, make)
+
+
+def load(module):
+    """Bind ``module``'s kernels now (for Numba code outside LeZero that calls them, such
+    as a test's own jitted loop around ``fastexp.exp32``); returns the module."""
+    _bind(module)
+    return module
 
 
 def _bind(module):

@@ -8,60 +8,19 @@ differentiated to any order.
 approximate="none":  gelu(x) = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2))
 approximate="tanh":  gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
 
-On float32 NumPy arrays both forms run Numba kernels (``lezero.kernels.gelu``) when
-``lezero.kernels.enabled`` allows; ``gelu_array`` and ``gelu_grad_array`` below are the
-reference it is tested against, and the path for CuPy and float64.
+The array work is ``lezero.kernels.gelu``: Numba kernels for float32 NumPy arrays where
+``lezero.kernels.enabled`` allows, its NumPy reference (also the CuPy and float64 path)
+otherwise.
 """
-import math
-
-import numpy as np
-
-from lezero import kernels
+from lezero.kernels import gelu as gelu_kernels
 from lezero.core import Function
-from lezero.functions.common import xp_of
 from lezero.functions.math import exp, tanh
 from lezero.functions.registry import register
 from lezero.utils.checks import check_float_array
 
 __all__ = ["gelu"]
 
-SQRT_HALF = 1 / math.sqrt(2)
-INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
-TANH_C = math.sqrt(2 / math.pi)
-TANH_K = 0.044715
-
-
-def _erf(xp):
-    """scipy's erf for NumPy arrays, cupyx's for CuPy arrays (same dtype out as in)."""
-    if xp is np:
-        from scipy.special import erf
-    else:
-        from cupyx.scipy.special import erf
-    return erf
-
-
-def gelu_array(x, approximate):
-    """GELU of a raw array (reference implementation, NumPy or CuPy)."""
-    xp = xp_of(x)
-    if approximate == "tanh":
-        return 0.5 * x * (1 + xp.tanh(TANH_C * (x + TANH_K * x * x * x)))
-    return 0.5 * x * (1 + _erf(xp)(x * SQRT_HALF))
-
-
-def gelu_grad_array(x, gy, approximate):
-    """gy * gelu'(x) on raw arrays (reference implementation)."""
-    xp = xp_of(x)
-    if approximate == "tanh":
-        t = xp.tanh(TANH_C * (x + TANH_K * x * x * x))     # x * x * x: ** 3 is a slow pow
-        du = TANH_C * (1 + 3 * TANH_K * x * x)
-        return gy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
-    cdf = 0.5 * (1 + _erf(xp)(x * SQRT_HALF))
-    pdf = xp.exp(-0.5 * x * x) * INV_SQRT_2PI
-    return gy * (cdf + x * pdf)
-
-
-def _use_kernel(approximate, *arrays):
-    return all(a.dtype == np.float32 for a in arrays) and kernels.enabled(*arrays)
+INV_SQRT_2PI, TANH_C, TANH_K = gelu_kernels.INV_SQRT_2PI, gelu_kernels.TANH_C, gelu_kernels.TANH_K
 
 
 def _second_derivative(x, approximate):
@@ -81,10 +40,7 @@ class GELU(Function):
         self.approximate = approximate
 
     def forward(self, x):
-        if _use_kernel(self.approximate, x):
-            from lezero.kernels.gelu import gelu_forward
-            return gelu_forward(x, self.approximate)
-        return gelu_array(x, self.approximate)
+        return gelu_kernels.gelu(x, self.approximate)
 
     def backward(self, gy):
         return GELUGrad(self.approximate)(self.inputs[0], gy)
@@ -97,10 +53,7 @@ class GELUGrad(Function):
         self.approximate = approximate
 
     def forward(self, x, gy):
-        if _use_kernel(self.approximate, x, gy):
-            from lezero.kernels.gelu import gelu_backward
-            return gelu_backward(x, gy, self.approximate)
-        return gelu_grad_array(x, gy, self.approximate)
+        return gelu_kernels.gelu_grad(x, gy, self.approximate)
 
     def backward(self, ggx):
         x, gy = self.inputs

@@ -9,22 +9,15 @@ Its backward is ``MaskedSoftmaxGrad(scale)(y, gy) = scale * y * (gy - sum(gy * y
 one call instead of four small operators; the Grad's own backward is written with
 LeZero operators, so attention can be differentiated twice.
 
-Float32 NumPy arrays with a causal mask or none take the Numba kernels in
-``lezero.kernels.softmax`` (when ``lezero.kernels.enabled`` allows); everything else
-takes the NumPy/CuPy path below, which is also the kernels' test reference.
+The array work is ``lezero.kernels.softmax``: float32 NumPy arrays with a causal mask or
+none take its Numba kernels (when ``lezero.kernels.enabled`` allows), everything else its
+NumPy/CuPy reference.
 """
-import numpy as np
-
-from lezero import kernels
+from lezero.kernels import softmax as softmax_kernels
 from lezero.core import Function
-from lezero.functions.common import xp_of
 from lezero.functions.reduction import sum as _sum
 
 __all__ = ["MaskedSoftmax", "MaskedSoftmaxGrad"]
-
-
-def _use_kernel(*arrays):
-    return all(a.dtype == np.float32 for a in arrays) and kernels.enabled(*arrays)
 
 
 class MaskedSoftmax(Function):
@@ -34,22 +27,7 @@ class MaskedSoftmax(Function):
         self.keep, self.scale, self.causal = keep, scale, causal
 
     def forward(self, s):
-        if self.keep is None and s.ndim >= 2 and _use_kernel(s):
-            from lezero.kernels.softmax import softmax_forward
-            return softmax_forward(s, self.scale, self.causal)
-        xp = xp_of(s)
-        if self.scale != 1:
-            s = s * s.dtype.type(self.scale)
-        keep = self.keep
-        if self.causal:
-            tril = xp.tril(xp.ones(s.shape[-2:], dtype=bool))
-            keep = tril if keep is None else keep & tril
-        if keep is not None:
-            s = xp.where(keep, s, -np.inf)
-        m = s.max(axis=-1, keepdims=True)
-        e = xp.exp(s - xp.where(xp.isfinite(m), m, 0))
-        d = e.sum(axis=-1, keepdims=True)
-        return e / xp.where(d == 0, 1, d)
+        return softmax_kernels.masked_softmax(s, self.scale, self.causal, self.keep)
 
     def backward(self, gy):
         return MaskedSoftmaxGrad(self.scale)(self.outputs[0](), gy)
@@ -62,13 +40,7 @@ class MaskedSoftmaxGrad(Function):
         self.scale = scale
 
     def forward(self, y, gy):
-        if _use_kernel(y, gy):
-            from lezero.kernels.softmax import softmax_backward
-            return softmax_backward(y, gy, self.scale)
-        dot = (gy * y).sum(axis=-1, keepdims=True)
-        out = y * (gy - dot)
-        return out * out.dtype.type(self.scale) if self.scale != 1 else out
-
+        return softmax_kernels.softmax_grad(y, gy, self.scale)
     def backward(self, g):
         # out = c (y * gy - y * sum(gy y)) is bilinear in (y, gy):
         #   d/dgy: c y (g - sum(g y))                 -- this Function again;

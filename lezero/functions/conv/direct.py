@@ -8,15 +8,10 @@
 """
 import math
 
-from lezero import kernels
+from lezero.kernels import conv_direct as direct_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
-
-
-def _dk():
-    from lezero.kernels import conv_direct     # imports Numba: only when a convolution runs
-    return conv_direct
 
 
 def _as_4d(a, nd):
@@ -68,14 +63,14 @@ class Direct(Algorithm):
     def forward(self, x, w, prob, cache):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):
-            return self._taps_forward(x, w, prob)
+            return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape)
         y = xp.matmul(w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
         return y.reshape(prob.y_shape)
 
     def grad_input(self, gy, w, prob, cache):
         xp, g = xp_of(gy), prob.geom
         if not self._pointwise(prob):
-            return self._taps_grad_input(gy, w, prob)
+            return self._taps(direct_kernels.direct_grad_input, gy, w, prob, prob.x_shape)
         G = g.groups
         w2 = w.reshape(G, w.shape[0] // G, -1)
         gs = xp.matmul(w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
@@ -91,33 +86,21 @@ class Direct(Algorithm):
     def grad_weight(self, x, gy, prob, cache):
         xp, g = xp_of(x), prob.geom
         if not self._pointwise(prob):
-            return self._taps_grad_weight(x, gy, prob)
+            return self._taps(direct_kernels.direct_grad_weight, x, gy, prob, prob.w_shape,
+                              zeroed=True)
         xs = self._sampled(x, prob)
         gy4 = gy.reshape(prob.batch, g.groups, -1, g.out_volume)
         gw = xp.matmul(gy4, xs.transpose(0, 1, 3, 2)).sum(axis=0)
         return gw.reshape(prob.w_shape)
 
     # -- tap loop (1-D and 2-D) --
-    def _taps_forward(self, x, w, prob):
-        xp, g = xp_of(x), prob.geom
-        y = xp.empty(prob.y_shape, dtype=x.dtype)
-        _dk().direct_forward(_as_4d(x, g.nd), _as_4d(w, g.nd), _as_4d(y, g.nd), _geo(g),
-                             g.groups, use_numba=kernels.enabled(x))
-        return y
-
-    def _taps_grad_input(self, gy, w, prob):
-        xp, g = xp_of(gy), prob.geom
-        gx = xp.empty(prob.x_shape, dtype=gy.dtype)
-        _dk().direct_grad_input(_as_4d(gy, g.nd), _as_4d(w, g.nd), _as_4d(gx, g.nd), _geo(g),
-                                g.groups, use_numba=kernels.enabled(gy))
-        return gx
-
-    def _taps_grad_weight(self, x, gy, prob):
-        xp, g = xp_of(x), prob.geom
-        gw = xp.zeros(prob.w_shape, dtype=x.dtype)
-        _dk().direct_grad_weight(_as_4d(x, g.nd), _as_4d(gy, g.nd), _as_4d(gw, g.nd), _geo(g),
-                                 g.groups, use_numba=kernels.enabled(x))
-        return gw
+    def _taps(self, kernel, a, b, prob, shape, zeroed=False):
+        """One tap-loop product ``kernel(a, b, out, geo, groups)`` into a new ``shape``
+        array (1-D problems run as 2-D over a height of one)."""
+        xp, g = xp_of(a), prob.geom
+        out = (xp.zeros if zeroed else xp.empty)(shape, dtype=a.dtype)
+        kernel(_as_4d(a, g.nd), _as_4d(b, g.nd), _as_4d(out, g.nd), _geo(g), g.groups)
+        return out
 
     # -- cost model --
     def workspace_bytes(self, prob, op):

@@ -13,15 +13,10 @@ columns), so each product is a single GEMM per group over the whole batch:
 """
 import math
 
-from lezero import kernels
+from lezero.kernels import im2col as im2col_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import Algorithm, scratch
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
-
-
-def _kernels():
-    from lezero.kernels import im2col     # imports Numba: only when a convolution runs
-    return im2col
 
 
 def as_5d(a):
@@ -34,7 +29,7 @@ def im2col(x, geom, out=None, name="col"):
     N, C = x.shape[:2]
     if out is None:
         out = scratch(name, (C * geom.kernel_volume, N, geom.out_volume), x.dtype, xp_of(x))
-    _kernels().im2col(as_5d(x), out, geom.as_3d(), use_numba=kernels.enabled(x))
+    im2col_kernels.im2col(as_5d(x), out, geom.as_3d())
     return out
 
 
@@ -42,7 +37,7 @@ def col2im(col, geom, x_shape, dtype):
     """The adjoint of ``im2col``: a new zeroed array of ``x_shape`` with ``col`` added in."""
     xp = xp_of(col)
     x = xp.zeros(x_shape, dtype=dtype)
-    _kernels().col2im(col, as_5d(x), geom.as_3d(), use_numba=kernels.enabled(col))
+    im2col_kernels.col2im(col, as_5d(x), geom.as_3d())
     return x
 
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from lezero import kernels
+from lezero.kernels import winograd as winograd_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
@@ -23,16 +23,11 @@ from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 _MATS = {}
 
 
-def _wk():
-    from lezero.kernels import winograd    # imports Numba: only when a convolution runs
-    return winograd
-
-
 def matrices(m, dtype, xp):
     """``(AT, G, BT)`` for F(m, 3) as arrays of ``dtype`` on the backend ``xp``."""
     key = (m, np.dtype(dtype).str, xp.__name__)
     if key not in _MATS:
-        at, g, bt = _wk().winograd_matrices(m, 3)
+        at, g, bt = winograd_kernels.winograd_matrices(m, 3)
         _MATS[key] = tuple(xp.asarray(a, dtype=dtype) for a in (at, g, bt))
     return _MATS[key]
 
@@ -98,7 +93,7 @@ class Winograd(Algorithm):
         v = xp.empty(shape, dtype=x.dtype) if keep else scratch("wino_V", shape, x.dtype, xp)
         _, _, BT = matrices(self.m, x.dtype, xp)
         py, px = prob.geom.pad_lo
-        _wk().tiles_in(x, BT, v, self.m, py, px, th, tw, use_numba=kernels.enabled(x))
+        winograd_kernels.tiles_in(x, BT, v, self.m, py, px, th, tw)
         if keep:
             store(cache, f"{self.name}:V", x, v)
         return v
@@ -113,7 +108,7 @@ class Winograd(Algorithm):
         th, tw = self._tiles(prob)
         g = xp.empty((self.alpha ** 2, gy.shape[1], gy.shape[0] * th * tw), dtype=gy.dtype)
         AT, _, _ = matrices(self.m, gy.dtype, xp)
-        _wk().tiles_in(gy, AT.T, g, self.m, 0, 0, th, tw, use_numba=kernels.enabled(gy))
+        winograd_kernels.tiles_in(gy, AT.T, g, self.m, 0, 0, th, tw)
         return store(cache, f"bwd:{self.name}:Gy", gy, g)
 
     def forward(self, x, w, prob, cache):
@@ -126,7 +121,7 @@ class Winograd(Algorithm):
         xp.matmul(u, v, out=prod)
         y = xp.zeros(prob.y_shape, dtype=x.dtype)
         AT, _, _ = matrices(self.m, x.dtype, xp)
-        _wk().tiles_out(prod, AT, y, self.m, 0, 0, th, tw, use_numba=kernels.enabled(x))
+        winograd_kernels.tiles_out(prod, AT, y, self.m, 0, 0, th, tw)
         return y
 
     def grad_input(self, gy, w, prob, cache):
@@ -139,7 +134,7 @@ class Winograd(Algorithm):
         gx = xp.zeros(prob.x_shape, dtype=gy.dtype)
         _, _, BT = matrices(self.m, gy.dtype, xp)
         py, px = prob.geom.pad_lo
-        _wk().tiles_out(prod, BT.T, gx, self.m, py, px, th, tw, use_numba=kernels.enabled(gy))
+        winograd_kernels.tiles_out(prod, BT.T, gx, self.m, py, px, th, tw)
         return gx
 
     def grad_weight(self, x, gy, prob, cache):

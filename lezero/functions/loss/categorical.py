@@ -6,9 +6,6 @@ so the forward needs one log-softmax pass and no log-probability array, and the 
 them.  ``SoftmaxCrossEntropyGrad`` is itself a Function of (x, gy), so the loss
 differentiates twice.
 """
-import numpy as np
-
-from lezero import kernels
 from lezero.core import Function, Variable
 from lezero.functions.activation import log_softmax, softmax
 from lezero.functions.common import as_variable, xp_of
@@ -17,24 +14,11 @@ from lezero.functions.loss.class_target import (ClassTarget, ProbTarget, batched
 from lezero.functions.loss.common import check_reduction
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.registry import register
+from lezero.kernels.softmax import softmax_stats
 from lezero.functions.shape import reshape
 from lezero.utils.checks import check_number
 
 __all__ = ["cross_entropy"]
-
-
-def _softmax_stats(x):
-    """(exp(x - max), 1 / its sum, log-sum-exp) over axis 1; the reference of the kernel
-    ``lezero.kernels.softmax.softmax_stats``."""
-    xp = xp_of(x)
-    m = x.max(axis=1, keepdims=True)
-    e = x - m
-    xp.exp(e, out=e)
-    ssum = e.sum(axis=1, keepdims=True)
-    inv_sum = 1 / ssum
-    xp.log(ssum, out=ssum)
-    ssum += m
-    return e, inv_sum, ssum.squeeze(1)
 
 
 class SoftmaxCrossEntropy(Function):
@@ -45,11 +29,7 @@ class SoftmaxCrossEntropy(Function):
         self.reduction = reduction
 
     def forward(self, x):
-        if x.ndim == 2 and x.dtype == np.float32 and kernels.enabled(x):
-            from lezero.kernels.softmax import softmax_stats
-            e, inv_sum, lse = softmax_stats(x)      # one pass per row instead of five
-        else:
-            e, inv_sum, lse = _softmax_stats(x)
+        e, inv_sum, lse = softmax_stats(x)      # a kernel: one pass per row instead of five
         if self.needs_input_grad[0]:
             # softmax = e * inv_sum; the product is left to the backward, where it joins
             # the one multiplication that makes the gradient (a pass over memory saved).

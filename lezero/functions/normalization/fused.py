@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from lezero import kernels
+from lezero.kernels import layernorm
 from lezero.core import Function
 from lezero.core import get_config
 from lezero.functions.common import xp_of
@@ -62,10 +63,8 @@ class Normalize(Function):
         bias = params[-1] if self.has_bias else None
         self.use_kernel = self.trailing and x.dtype in _KERNEL_DTYPES and kernels.enabled(x)
         if self.use_kernel:
-            from lezero.kernels import layernorm
             w, b = self._kernel_params(x, weight, bias)
-            y, self.mean, self.rstd = layernorm.layer_norm_forward(x, w, b, self.eps,
-                                                                   self.center)
+            y, self.mean, self.rstd = layernorm.layer_norm(x, w, b, self.eps, self.center)
             return y
         return self._array_forward(x, weight, bias)
 
@@ -146,10 +145,9 @@ class Normalize(Function):
         return (gx, *grads)
 
     def _kernel_backward(self, gy):
-        from lezero.kernels import layernorm
         x = self.inputs[0].data
         w, _ = self._kernel_params(x, self.inputs[1].data if self.has_weight else None, None)
-        gx, gw, gb = layernorm.layer_norm_backward(x, gy, w, self.mean, self.rstd, self.center)
+        gx, gw, gb = layernorm.layer_norm_grad(x, gy, w, self.mean, self.rstd, self.center)
         grads = [gx if self.needs_input_grad[0] else None]
         for idx, g in enumerate([gw] * self.has_weight + [gb] * self.has_bias, start=1):
             grads.append(g if self.needs_input_grad[idx] else None)
