@@ -17,6 +17,7 @@ import warnings
 from bisect import bisect_right
 
 from lezero.optim.optimizer import Optimizer
+from lezero.utils.checks import check_choice, check_int
 
 
 def _per_group(name, optimizer, value):
@@ -149,8 +150,7 @@ class StepLR(LRScheduler):
     """Multiply the rate by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        check_int("StepLR", "step_size", step_size, low=1)
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -323,6 +323,31 @@ def _rewind(scheduler):
         scheduler.last_epoch -= 1
 
 
+def _total_steps(total_steps, epochs, steps_per_epoch):
+    """OneCycleLR's step count: ``total_steps``, or ``epochs * steps_per_epoch``."""
+    if total_steps is not None:
+        return check_int("OneCycleLR", "total_steps", total_steps, low=1)
+    if epochs is not None and steps_per_epoch is not None:
+        return (check_int("OneCycleLR", "epochs", epochs, low=1)
+                * check_int("OneCycleLR", "steps_per_epoch", steps_per_epoch, low=1))
+    raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+
+
+def _one_cycle_phases(n, pct_start, three_phase):
+    """Each phase runs up to its end_step, moving lr (and momentum) between two group keys."""
+    warm_up = dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
+                   start_momentum="max_momentum", end_momentum="base_momentum")
+    if three_phase:
+        return [warm_up,
+                dict(end_step=float(2 * pct_start * n) - 2, start_lr="max_lr",
+                     end_lr="initial_lr", start_momentum="base_momentum",
+                     end_momentum="max_momentum"),
+                dict(end_step=n - 1, start_lr="initial_lr", end_lr="min_lr",
+                     start_momentum="max_momentum", end_momentum="max_momentum")]
+    return [warm_up, dict(end_step=n - 1, start_lr="max_lr", end_lr="min_lr",
+                          start_momentum="base_momentum", end_momentum="max_momentum")]
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy (Smith & Topin): warm up from ``max_lr / div_factor`` to ``max_lr``
     over ``pct_start`` of ``total_steps``, then anneal to ``initial_lr / final_div_factor``;
@@ -335,42 +360,13 @@ class OneCycleLR(LRScheduler):
                  final_div_factor=1e4, three_phase=False, last_epoch=-1):
         _check_optimizer(type(self), optimizer)
         self.optimizer = optimizer
-        if total_steps is not None:
-            if not isinstance(total_steps, int) or total_steps <= 0:
-                raise ValueError(f"OneCycleLR: total_steps must be a positive int, "
-                                 f"got {total_steps!r}")
-            self.total_steps = total_steps
-        elif epochs is not None and steps_per_epoch is not None:
-            for key, v in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
-                if not isinstance(v, int) or v <= 0:
-                    raise ValueError(f"OneCycleLR: {key} must be a positive int, got {v!r}")
-            self.total_steps = epochs * steps_per_epoch
-        else:
-            raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+        self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: pct_start must be a float in [0, 1], "
                              f"got {pct_start!r}")
-        if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', "
-                             f"got {anneal_strategy!r}")
+        check_choice("OneCycleLR", "anneal_strategy", anneal_strategy, ("cos", "linear"))
         self.anneal_strategy = anneal_strategy
-        n = self.total_steps
-        # Each phase runs up to its end_step, moving lr (and momentum) between two group keys.
-        if three_phase:
-            self._phases = [
-                dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
-                     start_momentum="max_momentum", end_momentum="base_momentum"),
-                dict(end_step=float(2 * pct_start * n) - 2, start_lr="max_lr",
-                     end_lr="initial_lr", start_momentum="base_momentum",
-                     end_momentum="max_momentum"),
-                dict(end_step=n - 1, start_lr="initial_lr", end_lr="min_lr",
-                     start_momentum="max_momentum", end_momentum="max_momentum")]
-        else:
-            self._phases = [
-                dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
-                     start_momentum="max_momentum", end_momentum="base_momentum"),
-                dict(end_step=n - 1, start_lr="max_lr", end_lr="min_lr",
-                     start_momentum="base_momentum", end_momentum="max_momentum")]
+        self._phases = _one_cycle_phases(self.total_steps, pct_start, three_phase)
         groups = optimizer.param_groups
         if last_epoch == -1:
             for group, top in zip(groups, _per_group("OneCycleLR max_lr", optimizer, max_lr)):

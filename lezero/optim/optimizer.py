@@ -16,6 +16,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable, enable_grad
+from lezero.utils.checks import check_bool, check_number, check_type
 
 # Pass as a default (``defaults={"lr": required}``) for an option every group must set.
 required = object()
@@ -87,6 +88,7 @@ class Optimizer:
                 raise ValueError(f"{name}: parameter group {len(self.param_groups)} does not "
                                  f"set the required option {key!r}")
             group.setdefault(key, default)
+        self._check_kinds(group)
         self._check_group(group, len(self.param_groups))
         self.param_groups.append(group)
         self._init_group_state(group)
@@ -96,6 +98,21 @@ class Optimizer:
             raise TypeError(f"{type(self).__name__}: params must be an ordered collection "
                             "(a list), not a set: a set's order changes between runs and "
                             "state_dict numbers parameters by position")
+
+    def _check_kinds(self, group):
+        """TypeError unless every option has the kind of its default: a number where the
+        default is a number, a bool for a bool, a pair of numbers for a pair."""
+        name = type(self).__name__
+        for key, default in self.defaults.items():
+            value = group[key]
+            if isinstance(default, bool):
+                check_bool(name, key, value)
+            elif isinstance(default, (int, float)):
+                check_number(name, key, value)
+            elif isinstance(default, tuple) and all(isinstance(d, (int, float)) for d in default):
+                check_type(name, key, value, (tuple, list), "a pair of numbers")
+                for k, v in enumerate(value):
+                    check_number(name, f"{key}[{k}]", v)
 
     def _check_group(self, group, index):
         """Raise ValueError for bad hyperparameters (subclasses add checks)."""

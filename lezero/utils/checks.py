@@ -22,10 +22,10 @@ import numpy as np
 from lezero import cuda
 from lezero.core import Variable, get_config
 
-__all__ = ["is_int", "describe", "check_type", "check_int", "check_number", "check_real",
-           "check_bool", "check_choice", "check_callable", "ntuple", "check_int_or_tuple",
-           "check_array", "check_float_array", "check_shape", "check_axis", "check_axes",
-           "check_training"]
+__all__ = ["is_int", "describe", "check_type", "check_int", "check_positive_ints",
+           "check_number", "check_real", "check_bool", "check_bools", "check_choice",
+           "check_callable", "ntuple", "check_int_or_tuple", "check_array", "check_float_array",
+           "check_shape", "check_axis", "check_axes", "check_training"]
 
 
 def is_int(value):
@@ -117,6 +117,18 @@ def check_bool(where, name, value):
     return bool(value)
 
 
+def check_positive_ints(where, **values):
+    """``check_int(where, name, value, low=1)`` for each keyword (a layer's sizes)."""
+    for name, value in values.items():
+        check_int(where, name, value, low=1)
+
+
+def check_bools(where, **values):
+    """``check_bool`` for each keyword (a layer's flags)."""
+    for name, value in values.items():
+        check_bool(where, name, value)
+
+
 def check_choice(where, name, value, choices):
     """One of ``choices`` (strings, usually); a value of another kind is a TypeError."""
     kinds = tuple({type(c) for c in choices})
@@ -132,8 +144,8 @@ def check_callable(where, name, value, allow_none=False):
     """A callable (or None when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if not callable(value):
-        raise TypeError(f"{where}: {name} must be callable, got {describe(value)}")
+    if not callable(value):      # the type says what was passed instead of a function
+        raise TypeError(f"{where}: {name} must be callable, got {type(value).__name__}")
     return value
 
 

@@ -144,7 +144,7 @@ def test_layers_survive_deepcopy():
 @pytest.mark.parametrize("build,error,match", [
     (lambda: nn.Linear(0, 3), ValueError, "Linear: in_features must be a positive int"),
     (lambda: nn.Conv2d(3, 4, 3, groups=2), ValueError, "Conv2d: in_channels .* divisible"),
-    (lambda: nn.Conv1d(3, 4, (3, 3)), ValueError, "Conv1d: kernel_size must be"),
+    (lambda: nn.Conv1d(3, 4, (3, 3)), TypeError, "Conv1d: kernel_size must be"),
     (lambda: nn.Conv2d(3, 4, 3, padding_mode="mirror"), ValueError, "Conv2d: padding_mode"),
     (lambda: nn.ConvTranspose2d(3, 4, 3, padding_mode="reflect"), ValueError,
      "ConvTranspose2d: only padding_mode='zeros'"),

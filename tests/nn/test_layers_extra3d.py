@@ -83,7 +83,7 @@ def test_parameter_free_instance_norm3d_takes_any_channel_count():
 @pytest.mark.parametrize("call,error,match", [
     (lambda: nn.ConvTranspose3d(3, 4, 3, groups=2), ValueError,
      r"ConvTranspose3d: in_channels \(3\) and out_channels \(4\) must be divisible"),
-    (lambda: nn.ConvTranspose3d(2, 2, (3, 3)), ValueError,
+    (lambda: nn.ConvTranspose3d(2, 2, (3, 3)), TypeError,
      r"ConvTranspose3d: kernel_size must be an int or a tuple of 3 ints"),
     (lambda: nn.ConvTranspose3d(2, 2, 3, padding_mode="reflect"), ValueError,
      r"ConvTranspose3d: only padding_mode='zeros'"),

@@ -7,8 +7,9 @@ constructor, and are handed to the operator in ``forward`` (a ``dim`` becomes ``
 always return a new Variable, since backward may need the input as it was.
 """
 import lezero.functions as F
-from lezero.nn.layers._utils import REQUIRED, check_number, empty_parameter, op_module
+from lezero.nn.layers._utils import REQUIRED, empty_parameter, op_module
 from lezero.nn.module import Module
+from lezero.utils.checks import check_number
 
 _INPLACE = ("inplace", False, "bool")
 

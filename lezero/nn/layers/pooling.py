@@ -7,7 +7,6 @@ is reported with the layer's name.
 """
 import lezero.functions as F
 from lezero.nn.layers._utils import REQUIRED, OpModule, named_errors, op_module
-
 _KERNEL = ("kernel_size", REQUIRED, "any")
 _STRIDE = ("stride", None, "any")
 _PADDING = ("padding", 0, "any")

@@ -12,12 +12,12 @@ import copy
 import lezero.functions as F
 from lezero.nn import init
 from lezero.nn.containers import ModuleList
-from lezero.nn.layers._utils import check_bool, check_positive
 from lezero.nn.layers.attention import MultiheadAttention, causal_mask
 from lezero.nn.layers.dropout import Dropout
 from lezero.nn.layers.linear import Linear
 from lezero.nn.layers.normalization import LayerNorm
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_positive_ints
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -53,8 +53,9 @@ class _Block(Module):
     def _setup(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
                batch_first, norm_first, bias):
         name = type(self).__name__
-        check_positive(name, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
-        check_bool(name, batch_first=batch_first, norm_first=norm_first, bias=bias)
+        check_positive_ints(name, d_model=d_model, nhead=nhead,
+                            dim_feedforward=dim_feedforward)
+        check_bools(name, batch_first=batch_first, norm_first=norm_first, bias=bias)
         self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
         return _activation(name, activation)
 
@@ -184,7 +185,7 @@ class TransformerEncoder(Module):
         if not isinstance(encoder_layer, Module):
             raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got "
                             f"{type(encoder_layer).__name__}")
-        check_positive("TransformerEncoder", num_layers=num_layers)
+        check_positive_ints("TransformerEncoder", num_layers=num_layers)
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
@@ -207,7 +208,7 @@ class TransformerDecoder(Module):
         if not isinstance(decoder_layer, Module):
             raise TypeError(f"TransformerDecoder: decoder_layer must be a Module, got "
                             f"{type(decoder_layer).__name__}")
-        check_positive("TransformerDecoder", num_layers=num_layers)
+        check_positive_ints("TransformerDecoder", num_layers=num_layers)
         self.layers = _clones(decoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm

@@ -1,5 +1,5 @@
 """Gradient clipping: ``clip_grad_norm_`` and ``clip_grad_value_`` (PyTorch's
-``torch.nn.utils`` functions; ``lezero.nn.utils`` re-exports them).
+``torch.nn.utils`` functions; ``lezero.optim`` re-exports them too).
 
 Both scale ``p.grad`` in place.  The backward engine gives every leaf's ``.grad`` its own
 writable memory, so scaling one gradient never touches another.
