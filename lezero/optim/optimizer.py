@@ -10,6 +10,7 @@ in the parameter's dtype, and skip parameters whose ``grad`` is None, as PyTorch
 A subclass writes ``_update(p, g, state, group)`` for one parameter; the base class walks
 the groups and hands it the gradient array.
 """
+import inspect
 import math
 
 import numpy as np
@@ -100,10 +101,12 @@ class Optimizer:
                             "state_dict numbers parameters by position")
 
     def _check_kinds(self, group):
-        """TypeError unless every option has the kind of its default: a number where the
-        default is a number, a bool for a bool, a pair of numbers for a pair."""
+        """TypeError unless every option has the kind of the constructor's default for it:
+        a number where that is a number, a bool for a bool, a pair of numbers for a pair."""
         name = type(self).__name__
-        for key, default in self.defaults.items():
+        signature = inspect.signature(type(self)).parameters
+        for key in self.defaults:
+            default = signature[key].default if key in signature else None
             value = group[key]
             if isinstance(default, bool):
                 check_bool(name, key, value)

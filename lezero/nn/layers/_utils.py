@@ -11,7 +11,8 @@ from lezero import cuda
 from lezero.core import Parameter, Variable
 from lezero.nn import init
 from lezero.nn.module import Module
-from lezero.utils.checks import check_bool, check_choice, check_int, check_number
+from lezero.utils.checks import (check_bool, check_choice, check_int, check_number, describe,
+                                 is_int)
 
 
 def empty_parameter(*shape, dtype=np.float32):
@@ -53,6 +54,14 @@ def _check_arg(layer, name, value, kind):
         check_bool(layer, name, value)
     elif kind in ("int", "int?"):
         check_int(layer, name, value, allow_none=kind == "int?")
+    elif kind in ("size", "size?"):            # an int or a tuple of ints (None allowed in
+        entries = value if isinstance(value, (tuple, list)) else (value,)   # "size?")
+        if value is None and kind == "size?":
+            return
+        if not entries or not all(is_int(v) or (v is None and kind == "size?")
+                                  for v in entries):
+            raise TypeError(f"{layer}: {name} must be an int or a tuple of ints, got "
+                            f"{describe(value)}")
     else:                                    # a tuple of allowed values
         check_choice(layer, name, value, kind)
 
@@ -131,7 +140,8 @@ def _as_buffer(layer, name, value):
 def op_module(fn, *spec, n_inputs=1, base=OpModule):
     """A base class for a layer applying ``fn`` (see ``OpModule``).  ``spec`` lists the
     constructor arguments as (name, default, kind); kinds: "number", "bool",
-    "int", "int?" (int or None), "buffer" (an array or None, registered as a buffer),
+    "int", "int?" (int or None), "size" (an int or a tuple of ints), "size?" (the same,
+    None allowed, also as an entry), "buffer" (an array or None, registered as a buffer),
     "any" (left to the operator) or a tuple of allowed values.  A default of ``REQUIRED``
     makes the argument required; a "*" entry makes the arguments after it keyword-only."""
     params, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD

@@ -31,8 +31,8 @@ class _ConvNd(Module):
         self.kernel_size = ntuple(name, "kernel_size", kernel_size, self.n)
         self.stride = ntuple(name, "stride", stride, self.n)
         self.dilation = ntuple(name, "dilation", dilation, self.n)
-        self.padding = padding if isinstance(padding, str) else ntuple(name, "padding",
-                                                                        padding, self.n)
+        takes_string = isinstance(padding, str) and not self.transposed   # "same", "valid"
+        self.padding = padding if takes_string else ntuple(name, "padding", padding, self.n)
         if self.transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:

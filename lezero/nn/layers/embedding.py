@@ -7,7 +7,7 @@ import lezero.functions as F
 from lezero.nn import init
 from lezero.nn.layers._utils import empty_parameter
 from lezero.nn.module import Module
-from lezero.utils.checks import check_bools, check_number, check_positive_ints
+from lezero.utils.checks import check_bools, check_int, check_number, check_positive_ints
 
 
 class _LookupTable(Module):
@@ -19,8 +19,8 @@ class _LookupTable(Module):
         check_positive_ints(name, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
-            if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) \
-                    or not -num_embeddings <= padding_idx < num_embeddings:
+            if not -num_embeddings <= check_int(name, "padding_idx", padding_idx) \
+                    < num_embeddings:
                 raise ValueError(f"{name}: padding_idx must be an int in "
                                  f"[-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
             padding_idx %= num_embeddings

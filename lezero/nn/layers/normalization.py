@@ -12,7 +12,7 @@ import numpy as np
 import lezero.functions as F
 from lezero.nn.layers._utils import empty_parameter, lazy_layer, named_errors
 from lezero.nn.module import Module
-from lezero.utils.checks import check_bools, check_number, check_positive_ints
+from lezero.utils.checks import check_bools, check_int_or_tuple, check_number, check_positive_ints
 
 
 def _affine_parameters(module, shape, weight, bias):
@@ -207,10 +207,9 @@ class _ShapeNorm(Module):
     def __init__(self, normalized_shape, eps, elementwise_affine, bias):
         super().__init__()
         name = type(self).__name__
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) \
-            else tuple(normalized_shape)
-        if not shape or any(isinstance(s, bool) or not isinstance(s, (int, np.integer))
-                            or s <= 0 for s in shape):
+        shape = check_int_or_tuple(name, "normalized_shape", normalized_shape)
+        shape = (shape,) if isinstance(shape, int) else shape
+        if not shape or any(s <= 0 for s in shape):
             raise ValueError(f"{name}: normalized_shape must be a positive int or a non-empty "
                              f"tuple of them, got {normalized_shape!r}")
         check_bools(name, elementwise_affine=elementwise_affine)

@@ -15,7 +15,8 @@ import lezero.functions as F
 from lezero.nn import init
 from lezero.nn.layers._utils import empty_parameter, named_errors
 from lezero.nn.module import Module
-from lezero.utils.checks import check_bools, check_choice, check_number, check_positive_ints
+from lezero.utils.checks import (check_bools, check_choice, check_int, check_number,
+                                 check_positive_ints)
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _FUSED = {"LSTM": F.lstm, "GRU": F.gru, "RNN_TANH": F.rnn_tanh, "RNN_RELU": F.rnn_relu}
@@ -37,7 +38,7 @@ class RNNBase(Module):
         check_positive_ints(name, input_size=input_size, hidden_size=hidden_size,
                             num_layers=num_layers)
         check_bools(name, bias=bias, batch_first=batch_first, bidirectional=bidirectional)
-        if proj_size != 0:
+        if check_int(name, "proj_size", proj_size) != 0:
             raise ValueError(f"{name}: proj_size={proj_size!r} (LSTM projections) is not "
                              "supported; only proj_size=0")
         self.mode = mode

@@ -17,7 +17,7 @@ from lezero.nn.layers.dropout import Dropout
 from lezero.nn.layers.linear import Linear
 from lezero.nn.layers.normalization import LayerNorm
 from lezero.nn.module import Module
-from lezero.utils.checks import check_bools, check_positive_ints
+from lezero.utils.checks import check_bools, check_number, check_positive_ints
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -56,6 +56,8 @@ class _Block(Module):
         check_positive_ints(name, d_model=d_model, nhead=nhead,
                             dim_feedforward=dim_feedforward)
         check_bools(name, batch_first=batch_first, norm_first=norm_first, bias=bias)
+        check_number(name, "dropout", dropout, 0.0, 1.0)
+        check_number(name, "layer_norm_eps", layer_norm_eps, 0.0)
         self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
         return _activation(name, activation)
 
