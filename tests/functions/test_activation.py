@@ -10,7 +10,7 @@ import lezero.functions as F
 from lezero import kernels
 from lezero.functions import registry
 from lezero.kernels.gelu import gelu_grad_ref as gelu_grad_array, gelu_ref as gelu_array
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 # (id, LeZero operator, PyTorch operator, input range): ranges cover every piece.
 ELEMENTWISE = [

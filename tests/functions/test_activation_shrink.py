@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, check_torch, rand
+from lezero.testing import check_all, check_torch, rand
 
 # (id, LeZero operator, PyTorch operator): inputs in [-2, 2] cover every piece.
 CASES = [

@@ -9,7 +9,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero.functions.attention import scaled_dot_product as A
-from tests.opcheck import check_all, check_double_backward, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_double_backward, check_gradient, check_torch, rand
 
 sdpa = F.scaled_dot_product_attention
 

@@ -7,7 +7,7 @@ import torch
 import lezero as lz
 from lezero.functions.attention.masked_softmax import MaskedSoftmax, MaskedSoftmaxGrad
 from lezero.kernels import numba_available
-from tests.opcheck import check_double_backward, check_gradient, rand
+from lezero.testing import check_double_backward, check_gradient, rand
 
 needs_numba = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 

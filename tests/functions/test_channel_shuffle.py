@@ -6,7 +6,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero.functions import registry
-from tests.opcheck import check_all, check_torch, rand
+from lezero.testing import check_all, check_torch, rand
 
 SHAPES = [((2, 6, 3), 3), ((2, 6, 3), 2), ((1, 8, 2, 3), 4), ((2, 4, 2, 2, 2), 2),
           ((3, 5, 2), 5), ((3, 5, 2), 1), ((1, 6, 1, 1), 6)]

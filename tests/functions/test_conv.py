@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
+from lezero.testing import check_double_backward, check_gradient, check_torch, rand
 
 # PyTorch warns that it copies the input for padding="same" with even kernels; we test that.
 pytestmark = pytest.mark.filterwarnings("ignore:Using padding='same'")

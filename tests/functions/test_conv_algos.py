@@ -17,7 +17,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero.functions.conv import autotune, select
 from lezero.functions.conv.geometry import ConvProblem, conv_geometry
-from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
+from lezero.testing import check_double_backward, check_gradient, check_torch, rand
 
 TOL = {"winograd_4x4": 2e-5}
 DEFAULT_TOL = 2e-6

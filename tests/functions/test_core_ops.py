@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, check_torch, rand
+from lezero.testing import check_all, check_torch, rand
 
 BINARY = [
     (F.add, torch.add), (F.sub, torch.sub), (F.mul, torch.mul), (F.div, torch.div),

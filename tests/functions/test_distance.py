@@ -10,7 +10,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero.functions import registry
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 # ----- cosine_similarity ---------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, rand
+from lezero.testing import check_all, rand
 
 A = 1.7580993408473766      # SELU scale * alpha
 

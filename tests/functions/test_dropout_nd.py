@@ -9,7 +9,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero import nn
 from tests.functions.test_dropout import mask_scale, seeded
-from tests.opcheck import check_all, rand
+from lezero.testing import check_all, rand
 
 # (operator, batched shape, unbatched shape)
 OPS = [(F.dropout1d, (3, 4, 5), (4, 5)), (F.dropout3d, (2, 3, 2, 3, 2), (3, 2, 3, 2))]

@@ -6,7 +6,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, check_double_backward, check_torch, rand
+from lezero.testing import check_all, check_double_backward, check_torch, rand
 
 IDX = np.array([[0, 2, 2], [4, 0, 2]])          # repeated indices: their gradients add up
 

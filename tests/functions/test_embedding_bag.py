@@ -6,7 +6,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
+from lezero.testing import check_double_backward, check_gradient, check_torch, rand
 
 FLAT = np.array([2, 2, 1, 2, 5, 2, 2, 0])      # repeated indices, 2 is used for padding below
 OFFSETS = np.array([0, 2, 2, 5])                # bags [2, 2], [], [1, 2, 5], [2, 2, 0]

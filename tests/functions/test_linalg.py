@@ -9,7 +9,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from tests.functions.test_shape import check_op
-from tests.opcheck import check_torch, rand
+from lezero.testing import check_torch, rand
 
 T = torch
 

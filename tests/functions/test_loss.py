@@ -11,7 +11,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero.functions.loss.categorical import SoftmaxCrossEntropy
 from lezero.functions import log_softmax
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 
 def T(a):

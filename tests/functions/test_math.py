@@ -9,7 +9,7 @@ import torch
 import lezero as lz
 import lezero.functions as F
 from lezero.functions.registry import operators
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 # name, torch function, input range (chosen inside the domain, away from kinks)
 UNARY = [

@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 
 def T(a):

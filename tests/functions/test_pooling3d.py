@@ -8,7 +8,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero.kernels import pooling as K
 from tests.functions.test_pooling import check
-from tests.opcheck import check_torch, rand
+from lezero.testing import check_torch, rand
 
 SHAPE = (1, 2, 5, 6, 5)
 

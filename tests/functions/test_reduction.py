@@ -9,7 +9,7 @@ import torch
 import lezero as lz
 import lezero.functions as F
 from lezero.functions.registry import operators
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 AXES = [(None, False), (1, False), ((0, 2), True), (-1, True), ((2, 0), False)]
 

@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_gradient, check_torch, rand
 
 N, I, H, T = 2, 3, 4, 4
 CELL_GATES = {"lstm_cell": 4, "gru_cell": 3, "rnn_tanh_cell": 1, "rnn_relu_cell": 1}

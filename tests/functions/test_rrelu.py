@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero import nn
-from tests.opcheck import check_double_backward, check_gradient, check_torch, rand
+from lezero.testing import check_double_backward, check_gradient, check_torch, rand
 
 
 def _away_from_zero(x, gap=0.05):
