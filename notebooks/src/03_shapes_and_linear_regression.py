@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 4. Shapes, indexing and linear regression
 #
-# This notebook follows `steps/step26.py` and `steps/step28.py`. Shape and indexing
+# This notebook follows `steps/step21.py` and `steps/step23.py`. Shape and indexing
 # operators move data without arithmetic, so their gradients are the inverse moves.
 # The matrix product then gives us the first model worth training: a line fitted by
 # gradient descent, checked against the closed-form least-squares solution.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 12. The model zoo
 #
-# This notebook follows `steps/step43.py` to `steps/step45.py`. `lezero.nn.models` holds
+# This notebook follows `steps/step38.py` to `steps/step40.py`. `lezero.nn.models` holds
 # classic and modern architectures written with `lezero.nn` layers, with the layouts and
 # submodule names of their PyTorch definitions (torchvision for VGG, ResNet and
 # MobileNetV2; PyTorch's examples for the LSTM language model, the VAE and the DCGAN;

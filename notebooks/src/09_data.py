@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 10. Feeding a model: datasets, loaders, workers
 #
-# This notebook follows `steps/step46.py` ... `step49.py`: datasets and transforms, the
+# This notebook follows `steps/step41.py` ... `step44.py`: datasets and transforms, the
 # `DataLoader` and its worker processes, samplers and variable-length batches, and a
 # training loop fed by workers. Names and arguments are those of `torch.utils.data`;
 # batches are NumPy arrays.

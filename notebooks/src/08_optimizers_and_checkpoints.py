@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 9. Optimizers, schedules and checkpoints
 #
-# This notebook follows `steps/step40.py` and `steps/step41.py`. `lezero.optim` holds
+# This notebook follows `steps/step35.py` and `steps/step36.py`. `lezero.optim` holds
 # PyTorch's optimizers with PyTorch's arguments, defaults and update rules: an optimizer
 # owns `param_groups` (dicts of hyperparameters that a scheduler or you may edit) and
 # `state` (per-parameter buffers), and `zero_grad()` / `step()` is the whole training loop.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 3. Tensors, elementwise math and reductions
 #
-# This notebook follows `steps/step25.py` (tensors and broadcasting) and `steps/step27.py`
+# This notebook follows `steps/step20.py` (tensors and broadcasting) and `steps/step22.py`
 # (reductions). Every operator here is a `Function` whose forward runs on NumPy (or CuPy)
 # arrays and whose backward is written with LeZero operators, so gradients of any order
 # are available.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 7. Convolution: im2col, Winograd, FFT, direct, and which one wins where
 #
-# This notebook follows `steps/step31.py` to `steps/step34.py`. A convolution can be
+# This notebook follows `steps/step26.py` to `steps/step29.py`. A convolution can be
 # computed in several ways that give the same numbers (up to rounding) at very different
 # speeds: a patch matrix and one GEMM (**im2col**), small-tile transforms that save
 # multiplications (**Winograd** F(2x2,3x3) and F(4x4,3x3)), products in frequency space

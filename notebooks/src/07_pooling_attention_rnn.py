@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 8. Pooling, attention and recurrence
 #
-# This notebook follows `steps/step35.py` and `steps/step36.py`. It looks at what pooling
+# This notebook follows `steps/step30.py` and `steps/step31.py`. It looks at what pooling
 # and resizing do to an image and to its gradient, at attention weights and at the memory
 # the chunked attention path saves, and trains the fused LSTM. Every operator here has
 # PyTorch's name, arguments and layout, and is tested against PyTorch and against

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 11. Layers, optimizers and training loops with `lezero.nn`
 #
-# This notebook follows steps 37, 38, 39 and 42. Models are now built from `nn` layers
+# This notebook follows steps 32, 33, 34 and 37. Models are now built from `nn` layers
 # (PyTorch's names, arguments and parameter layouts), trained by `lezero.optim`
 # optimizers, and fed by a `DataLoader`. We compare optimizers on the spiral, see what
 # batch norm and dropout do to a digit classifier (and why `eval()` matters), and train

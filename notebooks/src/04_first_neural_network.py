@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 5. A first neural network
 #
-# This notebook follows `steps/step29.py`: a nonlinearity between two linear maps is enough
+# This notebook follows `steps/step24.py`: a nonlinearity between two linear maps is enough
 # to fit a curve or separate classes a line cannot. Everything here is built from
 # `lezero.functions` operators and a hand-written gradient-descent step; layers, optimisers
 # and losses as objects come later.

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 6. Softmax and cross entropy
 #
-# This notebook follows `steps/step30.py`. A classifier gives one score (logit) per class;
+# This notebook follows `steps/step25.py`. A classifier gives one score (logit) per class;
 # softmax turns the scores into probabilities and cross entropy measures how much
 # probability the model gave to the right class. LeZero's `F.cross_entropy` computes both
 # in one fused operator, as `torch.nn.functional.cross_entropy` does, and we use it to
