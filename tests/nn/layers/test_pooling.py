@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 CASES = [
     ("MaxPool1d", (3,), {"stride": 2, "padding": 1}, (2, 3, 9)),

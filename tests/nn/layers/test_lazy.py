@@ -10,7 +10,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_buffers, check_layer, rand
+from tests.nn.layers.layer_parity import check_buffers, check_layer, rand
 
 # (lazy layer name, its arguments, the input shape, the eager layer's arguments).
 CASES = [

@@ -7,8 +7,8 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_buffers, check_layer, rand
-from tests.nn.test_layers_norm import _randomise
+from tests.nn.layers.layer_parity import check_buffers, check_layer, rand
+from tests.nn.layers.test_normalization import _randomise
 
 CONV_T3D = [
     ((2, 3, 3), {}, (2, 2, 3, 4, 3)),

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 CASES = [
     ("ReLU", ()), ("ReLU6", ()), ("LeakyReLU", (0.2,)), ("ELU", (0.7,)), ("SELU", ()),

@@ -7,7 +7,7 @@ import torch
 import lezero as lz
 import lezero.functions as F
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 N, C = 6, 4
 LOGITS = rand(N, C, low=-2, high=2)

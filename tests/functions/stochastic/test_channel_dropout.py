@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero import nn
-from tests.functions.test_dropout import mask_scale, seeded
+from tests.functions.stochastic.test_dropout import mask_scale, seeded
 from lezero.testing import check_all, rand
 
 # (operator, batched shape, unbatched shape)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 KINDS = ["ConstantPad", "ZeroPad", "ReflectionPad", "ReplicationPad", "CircularPad"]
 # A tuple padding per n, small enough for reflection (pad < size) on the shapes below.

@@ -6,7 +6,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_buffers, check_layer, load_from_torch, rand
+from tests.nn.layers.layer_parity import check_buffers, check_layer, load_from_torch, rand
 
 
 def _randomise(theirs, seed=1):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 CASES = [
     ("MaxPool3d", (2,), {}, (2, 3, 4, 6, 6)),

@@ -7,7 +7,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 
 @pytest.mark.parametrize("ours,theirs,shape", [

@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 FLAT = np.array([1, 3, 0, 3, 2, 2, 5, 0, 4])
 OFFSETS = np.array([0, 3, 3, 6])

@@ -8,7 +8,7 @@ from torch.nn.utils import rnn as trnn
 import lezero as lz
 from lezero import nn
 from lezero.nn.utils import rnn as lrnn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 T, N, I, H = 5, 3, 4, 6
 

@@ -7,8 +7,8 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
-from tests.nn.test_layers_loss import check_loss_case
+from tests.nn.layers.layer_parity import check_layer, rand
+from tests.nn.layers.test_loss import check_loss_case
 
 N, C = 6, 4
 SCORES = rand(N, C, low=-2, high=2)

@@ -6,7 +6,7 @@ import torch
 import lezero as lz
 import lezero.functions as F
 from lezero import nn, optim
-from tests.nn.layer_parity import load_from_torch, rand
+from tests.nn.layers.layer_parity import load_from_torch, rand
 
 
 def test_reexports_are_the_real_functions():

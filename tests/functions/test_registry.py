@@ -4,7 +4,7 @@ import os
 import lezero.functions as F
 from lezero.functions import registry
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_registry_counts_at_least_150_operators():

@@ -8,7 +8,7 @@ import torch.nn.functional as TF
 
 import lezero as lz
 import lezero.functions as F
-from tests.functions.test_shape import check_op
+from tests.functions.shape.test_shape_and_indexing import check_op
 from lezero.testing import check_torch, rand
 
 T = torch

@@ -8,7 +8,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 ONE_INPUT = [
     ("Hardshrink", (), {}), ("Hardshrink", (1.2,), {}), ("Softshrink", (), {}),

@@ -6,7 +6,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
-from tests.nn.layer_parity import check_layer, rand
+from tests.nn.layers.layer_parity import check_layer, rand
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")   # torch's nested-tensor notes
 

@@ -7,7 +7,7 @@ import torch.nn.functional as TF
 import lezero as lz
 import lezero.functions as F
 from lezero.kernels import pooling as K
-from tests.functions.test_pooling import check
+from tests.functions.pooling.test_pooling import check
 from lezero.testing import check_torch, rand
 
 SHAPE = (1, 2, 5, 6, 5)
