@@ -81,6 +81,22 @@ def direct_grad_weight_ref(x, gy, gw, geo, groups):
 
 # ----- Numba kernels ---------------------------------------------------------------------
 
+@jit(cache=True, inline="always")
+def _axpy(dst, src, a):
+    """dst += a * src over 1-D rows (inlined, so each call site keeps its row's layout:
+    a contiguous slice types as such and the loop vectorises)."""
+    for j in range(dst.shape[0]):
+        dst[j] += a * src[j]
+
+
+@jit(cache=True, inline="always")
+def _dot(u, v):
+    total = 0.0
+    for j in range(u.shape[0]):
+        total += u[j] * v[j]
+    return total
+
+
 @jit(cache=True, nogil=True)
 def forward_planes(x, w, y, geo, groups, first, stop):
     """Output planes ``o * N + n`` in [first, stop), each summed in an L1 buffer."""
@@ -108,13 +124,10 @@ def forward_planes(x, w, y, geo, groups, first, stop):
                         dst = acc[oh, q0:q1]
                         ih = oh * sh + a * dh - ph
                         if sw == 1:     # a contiguous slice types as such: it vectorises
-                            src = x[n, c0 + ci, ih, q0 + off:q1 + off]
-                            for j in range(q1 - q0):
-                                dst[j] += wv * src[j]
+                            _axpy(dst, x[n, c0 + ci, ih, q0 + off:q1 + off], wv)
                         else:
-                            srs = x[n, c0 + ci, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                            for j in range(q1 - q0):
-                                dst[j] += wv * srs[j]
+                            _axpy(dst, x[n, c0 + ci, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw],
+                                  wv)
         y[n, o, :, :] = acc
 
 @jit(cache=True, parallel=True)
@@ -149,13 +162,9 @@ def grad_input_planes(gy, w, gx, geo, groups, first, stop):
                         src = gy[n, o, oh, q0:q1]
                         ih = oh * sh + a * dh - ph
                         if sw == 1:
-                            dst = acc[ih, q0 + off:q1 + off]
-                            for j in range(q1 - q0):
-                                dst[j] += wv * src[j]
+                            _axpy(acc[ih, q0 + off:q1 + off], src, wv)
                         else:
-                            dss = acc[ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                            for j in range(q1 - q0):
-                                dss[j] += wv * src[j]
+                            _axpy(acc[ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw], src, wv)
         gx[n, c, :, :] = acc
 
 @jit(cache=True, parallel=True)
@@ -187,13 +196,10 @@ def grad_weight_planes(x, gy, gw, geo, groups, first, stop):
                         g_row = gy[n, o, oh, q0:q1]
                         ih = oh * sh + a * dh - ph
                         if sw == 1:
-                            x_row = x[n, c, ih, q0 + off:q1 + off]
-                            for j in range(q1 - q0):
-                                total += g_row[j] * x_row[j]
+                            total += _dot(g_row, x[n, c, ih, q0 + off:q1 + off])
                         else:
-                            x_rs = x[n, c, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                            for j in range(q1 - q0):
-                                total += g_row[j] * x_rs[j]
+                            x_row = x[n, c, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
+                            total += _dot(g_row, x_row)
                 gw[o, ci, a, b] += total
 
 @jit(cache=True, parallel=True)

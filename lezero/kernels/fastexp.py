@@ -15,7 +15,7 @@ ln2 is split into a high part with few significant bits and a small correction, 
 ``x - n ln2`` stays exact to float32 precision for every n in range.  Inputs are
 clamped to [-104, 88.7] (e^x of float32's range, subnormals included); below the clamp
 the result is 0, above it +inf, like ``numpy.exp``.  NaN propagates.  Accuracy against NumPy's
-float32 exp: within 2 ulp (tested in tests/test_kernels_fastexp.py).
+float32 exp: within 2 ulp (tested in tests/kernels/test_fastexp.py).
 """
 import numpy as np
 

@@ -102,13 +102,14 @@ def _valid_range(n_out, stride, offset, size):
 
 _valid_range_nb = jit(cache=True, inline="always")(_valid_range)
 
-@jit(cache=True, nogil=True)
-def im2col_planes(x, col, geo, first, stop):
-    """im2col for the (n, c) planes ``first <= c * N + n < stop``.
+@jit(cache=True, nogil=True, inline="always")
+def _planes(x, col, geo, first, stop, gather):
+    """The (n, c) planes ``first <= c * N + n < stop``: with ``gather`` im2col (copy the
+    rows of each flat input plane into the flat column rows, zeroing what falls in the
+    padding), else col2im (add the column rows back into ``x``).
 
-    Each (tap, depth) pair copies rows of one flat input plane into one flat column
-    row.  Indices are unsigned: Numba then skips its negative-index wrap-around test,
-    which would otherwise keep LLVM from vectorising the copies."""
+    Indices are unsigned: Numba then skips its negative-index wrap-around test, which would
+    otherwise keep LLVM from vectorising the copies."""
     N, C, D, H, W = x.shape
     kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
     K = kd * kh * kw
@@ -126,20 +127,34 @@ def im2col_planes(x, col, geo, first, stop):
                         iz = od * sd - pd + a * dd
                         b0 = od * Ho * Wo
                         if iz < 0 or iz >= D or r1 <= r0:
-                            cf[b0:b0 + Ho * Wo] = 0
+                            if gather:
+                                cf[b0:b0 + Ho * Wo] = 0
                             continue
                         xf = x[n, c, iz].reshape(H * W)
-                        cf[b0:b0 + r0 * Wo] = 0                  # rows in the padding
-                        cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
+                        if gather:
+                            cf[b0:b0 + r0 * Wo] = 0              # rows in the padding
+                            cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
                         for oh in range(r0, r1):
                             base = b0 + oh * Wo
-                            cf[base:base + w0] = 0               # columns in the padding
-                            cf[base + w1:base + Wo] = 0
                             ud = uint64(base + w0)
                             us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
-                            for j in range(w1 - w0):
-                                uj = uint64(j)
-                                cf[ud + uj] = xf[us + uj * usw]
+                            if gather:
+                                cf[base:base + w0] = 0           # columns in the padding
+                                cf[base + w1:base + Wo] = 0
+                                for j in range(w1 - w0):
+                                    uj = uint64(j)
+                                    cf[ud + uj] = xf[us + uj * usw]
+                            else:
+                                for j in range(w1 - w0):
+                                    uj = uint64(j)
+                                    xf[us + uj * usw] += cf[ud + uj]
+
+
+@jit(cache=True, nogil=True)
+def im2col_planes(x, col, geo, first, stop):
+    """im2col for the planes ``first <= c * N + n < stop``."""
+    _planes(x, col, geo, first, stop, True)
+
 
 @jit(cache=True, parallel=True)
 def im2col_nb(x, col, geo):
@@ -147,34 +162,12 @@ def im2col_nb(x, col, geo):
     for p in prange(x.shape[0] * x.shape[1]):
         im2col_planes(x, col, geo, p, p + 1)
 
+
 @jit(cache=True, nogil=True)
 def col2im_planes(col, x, geo, first, stop):
-    """col2im for the planes ``first <= c * N + n < stop`` of ``x`` (unsigned indices,
-    as in ``im2col_planes``)."""
-    N, C, D, H, W = x.shape
-    kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
-    K = kd * kh * kw
-    usw = uint64(sw)
-    for nc in range(first, stop):
-        c = nc // N
-        n = nc - c * N
-        for a in range(kd):
-            for b in range(kh):
-                r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
-                for e in range(kw):
-                    cf = col[c * K + (a * kh + b) * kw + e, n]
-                    w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
-                    for od in range(Do):
-                        iz = od * sd - pd + a * dd
-                        if iz < 0 or iz >= D:
-                            continue
-                        xf = x[n, c, iz].reshape(H * W)
-                        for oh in range(r0, r1):
-                            ud = uint64(od * Ho * Wo + oh * Wo + w0)
-                            us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
-                            for j in range(w1 - w0):
-                                uj = uint64(j)
-                                xf[us + uj * usw] += cf[ud + uj]
+    """col2im for the planes ``first <= c * N + n < stop`` of ``x``."""
+    _planes(x, col, geo, first, stop, False)
+
 
 @jit(cache=True, parallel=True)
 def col2im_nb(col, x, geo):

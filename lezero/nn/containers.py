@@ -13,7 +13,23 @@ def _index(op, idx, n):
     return idx % n
 
 
-class Sequential(Module):
+class _ListMixin:
+    """Sequence methods over one registration table (``_table`` names it)."""
+
+    _table = "_modules"
+
+    def __len__(self):
+        return len(getattr(self, self._table))
+
+    def __iter__(self):
+        return iter(getattr(self, self._table).values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+
+class Sequential(_ListMixin, Module):
     """Modules applied one after another: ``Sequential(a, b)(x) == b(a(x))``.
 
     Also accepts one ``OrderedDict`` of named modules.
@@ -33,35 +49,19 @@ class Sequential(Module):
             x = m(x)
         return x
 
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return Sequential(OrderedDict(list(self._modules.items())[idx]))
         return list(self._modules.values())[_index("Sequential", idx, len(self))]
 
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
-
-class ModuleList(Module):
+class ModuleList(_ListMixin, Module):
     """A list of modules whose parameters are registered (``ModuleList([...])``)."""
 
     def __init__(self, modules=None):
         super().__init__()
         for m in modules or ():
             self.append(m)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -70,10 +70,6 @@ class ModuleList(Module):
 
     def __setitem__(self, idx, module):
         self.add_module(str(_index("ModuleList", idx, len(self))), module)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules):
         for m in modules:
@@ -123,8 +119,10 @@ class ModuleDict(_DictMixin, Module):
         self.add_module(key, module)
 
 
-class ParameterList(Module):
+class ParameterList(_ListMixin, Module):
     """A list of Parameters registered as ``0``, ``1``, ..."""
+
+    _table = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
@@ -136,12 +134,6 @@ class ParameterList(Module):
             raise TypeError(f"ParameterList: expected a Parameter, got {type(p).__name__}")
         self.register_parameter(str(len(self._parameters)), p)
         return self
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters.values())
 
     def __getitem__(self, idx):
         return self._parameters[str(_index("ParameterList", idx, len(self)))]

@@ -7,7 +7,7 @@ with ``torch.optim`` to rounding.
 """
 from lezero import cuda
 from lezero.kernels import adam as adam_kernels
-from lezero.optim.optimizer import Optimizer, effective_grad, lerp_, square_avg_
+from lezero.optim.optimizer import Optimizer, effective_grad, init_state, lerp_, square_avg_
 
 
 class _AdamBase(Optimizer):
@@ -49,14 +49,9 @@ class Adam(_AdamBase):
         super().__init__(params, defaults)
 
     def _update(self, param, grad, state, h):
-        xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_avg_sq"] = xp.zeros_like(param)
-            if h["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_avg_sq",
+                   *(("max_exp_avg_sq",) if h["amsgrad"] else ()), step=0)
         state["step"] += 1
         t = state["step"]
         if h["amsgrad"] and "max_exp_avg_sq" not in state:
@@ -97,10 +92,7 @@ class Adamax(_AdamBase):
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_inf"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_inf", step=0)
         state["step"] += 1
         g, _ = self._decayed_grad(param, grad, h)
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
@@ -141,11 +133,7 @@ class NAdam(_AdamBase):
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["mu_product"] = 1.0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_avg_sq"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_avg_sq", step=0, mu_product=1.0)
         state["step"] += 1
         t = state["step"]
         g, owned = self._decayed_grad(param, grad, h)

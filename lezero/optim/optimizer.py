@@ -307,6 +307,17 @@ def _state_value(key, value, like):
 
 
 # ----- helpers the update rules share ----------------------------------------------------
+def init_state(state, param, *buffers, **values):
+    """Fill a new parameter's state: ``values`` first (``step=0``), then a zeroed buffer of
+    the parameter's shape and dtype for each name in ``buffers``; an existing state is left
+    as it is."""
+    if not state:
+        state.update(values)
+        xp = cuda.get_array_module(param)
+        for name in buffers:
+            state[name] = xp.zeros_like(param)
+
+
 def effective_grad(grad, param, weight_decay, maximize):
     """The gradient an update rule sees: negated to maximize, plus ``weight_decay * param``
     (L2 regularisation, "coupled" weight decay).

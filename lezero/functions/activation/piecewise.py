@@ -7,7 +7,7 @@ kink the gradient follows PyTorch's convention (relu'(0) = 0, hardtanh'(min) = 0
 """
 from lezero.core import Function
 from lezero.functions.common import as_variable, xp_of
-from lezero.functions.math import Elementwise
+from lezero.functions.math import Elementwise, float_operator
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to
 from lezero.utils.checks import check_float_array, check_real
@@ -66,26 +66,21 @@ class HardSwish(Elementwise):
         return gy * (middle * (x / 3 + 0.5) + mask(x, x.data > 3))
 
 
-@register("activation")
-def relu(input):
-    """max(input, 0); the gradient at 0 is 0, as in PyTorch."""
-    check_float_array("relu", "input", input)
-    return ReLU()(input)
-
-
-@register("activation")
-def relu6(input):
-    """min(max(input, 0), 6)."""
-    check_float_array("relu6", "input", input)
-    return HardTanh(lo=0.0, hi=6.0)(input)
+relu = float_operator("activation", "relu", ReLU,
+                      "max(input, 0); the gradient at 0 is 0, as in PyTorch.")
+relu6 = float_operator("activation", "relu6", HardTanh, "min(max(input, 0), 6).",
+                       lo=0.0, hi=6.0)
+hardsigmoid = float_operator("activation", "hardsigmoid", HardSigmoid,
+                             "clip(input / 6 + 1/2, 0, 1).")
+hardswish = float_operator("activation", "hardswish", HardSwish,
+                           "input * relu6(input + 3) / 6 (MobileNetV3).")
 
 
 @register("activation")
 def leaky_relu(input, negative_slope=0.01):
     """input where positive, ``negative_slope * input`` elsewhere."""
     slope = check_real("leaky_relu", "negative_slope", negative_slope)
-    check_float_array("leaky_relu", "input", input)
-    return LeakyReLU(slope=slope)(input)
+    return LeakyReLU.apply_to("leaky_relu", input, slope=slope)
 
 
 @register("activation")
@@ -95,22 +90,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0):
     hi = check_real("hardtanh", "max_val", max_val)
     if lo > hi:
         raise ValueError(f"hardtanh: min_val ({lo}) must not be greater than max_val ({hi})")
-    check_float_array("hardtanh", "input", input)
-    return HardTanh(lo=lo, hi=hi)(input)
-
-
-@register("activation")
-def hardsigmoid(input):
-    """clip(input / 6 + 1/2, 0, 1)."""
-    check_float_array("hardsigmoid", "input", input)
-    return HardSigmoid()(input)
-
-
-@register("activation")
-def hardswish(input):
-    """input * relu6(input + 3) / 6 (MobileNetV3)."""
-    check_float_array("hardswish", "input", input)
-    return HardSwish()(input)
+    return HardTanh.apply_to("hardtanh", input, lo=lo, hi=hi)
 
 
 class PReLU(Function):

@@ -74,8 +74,7 @@ class Threshold(_PassMask):
 def hardshrink(input, lambd=0.5):
     """``input`` where ``|input| > lambd``, 0 elsewhere (zero gradient at ``|input| == lambd``)."""
     lambd = check_real("hardshrink", "lambd", lambd)
-    check_float_array("hardshrink", "input", input)
-    return HardShrink(lambd=lambd)(input)
+    return HardShrink.apply_to("hardshrink", input, lambd=lambd)
 
 
 @register("activation")
@@ -85,8 +84,7 @@ def softshrink(input, lambd=0.5):
     lambd = check_real("softshrink", "lambd", lambd)
     if not lambd >= 0:
         raise ValueError(f"softshrink: lambd must be non-negative, got {lambd}")
-    check_float_array("softshrink", "input", input)
-    return SoftShrink(lambd=lambd)(input)
+    return SoftShrink.apply_to("softshrink", input, lambd=lambd)
 
 
 @register("activation")
@@ -94,8 +92,7 @@ def threshold(input, threshold, value):
     """``input`` where ``input > threshold``, ``value`` elsewhere."""
     limit = check_real("threshold", "threshold", threshold)
     value = check_real("threshold", "value", value)
-    check_float_array("threshold", "input", input)
-    return Threshold(threshold=limit, value=value)(input)
+    return Threshold.apply_to("threshold", input, threshold=limit, value=value)
 
 
 @register("activation")

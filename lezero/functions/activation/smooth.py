@@ -8,7 +8,7 @@ differentiate to any order.
 """
 from lezero.functions.activation.piecewise import mask
 from lezero.functions.common import xp_of
-from lezero.functions.math import Elementwise, tanh
+from lezero.functions.math import Elementwise, float_operator, tanh
 from lezero.functions.registry import register
 from lezero.functions.shape import get_item
 from lezero.utils.checks import check_axis, check_float_array, check_real
@@ -134,15 +134,20 @@ class TanhShrink(Elementwise):
 def elu(input, alpha=1.0):
     """input where positive, ``alpha * (exp(input) - 1)`` elsewhere."""
     alpha = check_real("elu", "alpha", alpha)
-    check_float_array("elu", "input", input)
-    return ELU(alpha=alpha, scale=1.0)(input)
+    return ELU.apply_to("elu", input, alpha=alpha, scale=1.0)
 
 
-@register("activation")
-def selu(input):
-    """Scaled ELU with the self-normalising constants (alpha 1.6733, scale 1.0507)."""
-    check_float_array("selu", "input", input)
-    return ELU(alpha=SELU_ALPHA, scale=SELU_SCALE)(input)
+selu = float_operator("activation", "selu", ELU, "Scaled ELU with the self-normalising "
+                      "constants (alpha 1.6733, scale 1.0507).", alpha=SELU_ALPHA,
+                      scale=SELU_SCALE)
+sigmoid = float_operator("activation", "sigmoid", Sigmoid,
+                         "1 / (1 + exp(-input)), finite and accurate for any magnitude.")
+logsigmoid = float_operator("activation", "logsigmoid", LogSigmoid,
+                            "log(sigmoid(input)) = -softplus(-input), finite for any magnitude.")
+silu = float_operator("activation", "silu", SiLU, "input * sigmoid(input).")
+mish = float_operator("activation", "mish", Mish, "input * tanh(softplus(input)).")
+softsign = float_operator("activation", "softsign", Softsign, "input / (1 + |input|).")
+tanhshrink = float_operator("activation", "tanhshrink", TanhShrink, "input - tanh(input).")
 
 
 @register("activation")
@@ -151,22 +156,7 @@ def celu(input, alpha=1.0):
     alpha = check_real("celu", "alpha", alpha)
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0 (it divides the input), got 0")
-    check_float_array("celu", "input", input)
-    return CELU(alpha=alpha)(input)
-
-
-@register("activation")
-def sigmoid(input):
-    """1 / (1 + exp(-input)), finite and accurate for any magnitude."""
-    check_float_array("sigmoid", "input", input)
-    return Sigmoid()(input)
-
-
-@register("activation")
-def logsigmoid(input):
-    """log(sigmoid(input)) = -softplus(-input), finite for any magnitude."""
-    check_float_array("logsigmoid", "input", input)
-    return LogSigmoid()(input)
+    return CELU.apply_to("celu", input, alpha=alpha)
 
 
 @register("activation")
@@ -176,36 +166,7 @@ def softplus(input, beta=1.0, threshold=20.0):
     threshold = check_real("softplus", "threshold", threshold)
     if beta == 0:
         raise ValueError("softplus: beta must not be 0 (it divides the result), got 0")
-    check_float_array("softplus", "input", input)
-    return Softplus(beta=beta, threshold=threshold)(input)
-
-
-@register("activation")
-def silu(input):
-    """input * sigmoid(input)."""
-    check_float_array("silu", "input", input)
-    return SiLU()(input)
-
-
-@register("activation")
-def mish(input):
-    """input * tanh(softplus(input))."""
-    check_float_array("mish", "input", input)
-    return Mish()(input)
-
-
-@register("activation")
-def softsign(input):
-    """input / (1 + |input|)."""
-    check_float_array("softsign", "input", input)
-    return Softsign()(input)
-
-
-@register("activation")
-def tanhshrink(input):
-    """input - tanh(input)."""
-    check_float_array("tanhshrink", "input", input)
-    return TanhShrink()(input)
+    return Softplus.apply_to("softplus", input, beta=beta, threshold=threshold)
 
 
 @register("activation")

@@ -19,7 +19,7 @@ from lezero.functions.math import (arith as _arith, binary as _binary, rounding 
 from lezero.functions.math.arith import *      # noqa: F401,F403
 from lezero.functions.math.arith import Add, Div, Mul, Neg, Pow, Sub  # noqa: F401
 from lezero.functions.math.binary import *     # noqa: F401,F403
-from lezero.functions.math.elementwise import FUNCTIONS, Elementwise  # noqa: F401
+from lezero.functions.math.elementwise import FUNCTIONS, Elementwise, float_operator  # noqa: F401
 from lezero.functions.math.rounding import *   # noqa: F401,F403
 from lezero.functions.math.unary import *      # noqa: F401,F403
 from lezero.functions.math.unary import Cos, Exp, Log, Sin, Tanh  # noqa: F401

@@ -15,6 +15,7 @@ of the constructor (alpha, beta, ...) become attributes.  A subclass without
 from lezero.core import Function
 from lezero.functions.common import as_variable, operands, xp_of
 from lezero.functions.registry import register
+from lezero.utils.checks import check_float_array
 
 
 class Elementwise(Function):
@@ -28,6 +29,13 @@ class Elementwise(Function):
 
     def backward(self, gy):
         return self.derivative(gy, self.inputs[0], self.outputs[0]())
+
+    @classmethod
+    def apply_to(cls, op, input, **params):
+        """``cls(**params)(input)`` for a floating-point ``input`` (Variable or array); any
+        other kind is a TypeError naming the operator ``op`` (the activations' wrappers)."""
+        check_float_array(op, "input", input)
+        return cls(**params)(input)
 
     def f(self, xp, x):
         raise NotImplementedError(f"{type(self).__name__}.f")
@@ -53,3 +61,15 @@ def unary_operator(name, cls, kinds="f", differentiable=True):
     op.__doc__ = cls.__doc__
     op.__module__ = cls.__module__
     return register("math", name=name, differentiable=differentiable)(op)
+
+
+def float_operator(category, name, cls, doc, **params):
+    """Register the operator ``name(input)``: ``cls(**params)`` applied to a floating-point
+    ``input`` (the activations without arguments of their own)."""
+    def op(input):
+        return cls.apply_to(name, input, **params)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    op.__module__ = cls.__module__
+    return register(category, name=name)(op)

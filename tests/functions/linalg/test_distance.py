@@ -50,7 +50,7 @@ def test_cosine_similarity_clamps_each_norm_by_eps_as_torch():
 
 def test_cosine_similarity_gradient_below_eps_is_that_of_the_clamped_value():
     # Below eps the clamped norm is a constant: central differences agree (PyTorch's
-    # backward differentiates the unclamped norm there, see lezero/functions/distance.py).
+    # backward differentiates the unclamped norm there, see lezero/functions/linalg/distance.py).
     # (eps = 0.1 and ||a[0]|| = 2.2e-3 leave room for the differences' steps of 1e-6.)
     a = np.array([[1e-3, 2e-3], [0.3, -0.2]])
     b = np.array([[1.0, 3.0], [0.5, 0.1]])
