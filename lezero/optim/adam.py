@@ -15,8 +15,7 @@ class _AdamBase(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "eps", group["eps"] >= 0, ">= 0")
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "eps", "weight_decay")
         self._check_betas(group, index)
 
     @staticmethod
@@ -128,7 +127,7 @@ class NAdam(_AdamBase):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "momentum_decay", group["momentum_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "momentum_decay")
 
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)

@@ -10,8 +10,7 @@ class _SquaredHistory(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "eps", group["eps"] >= 0, ">= 0")
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "eps", "weight_decay")
 
 
 class Adagrad(_SquaredHistory):
@@ -33,7 +32,7 @@ class Adagrad(_SquaredHistory):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "lr_decay", group["lr_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "lr_decay")
         self._require(group, index, "initial_accumulator_value",
                       group["initial_accumulator_value"] >= 0, ">= 0")
 
@@ -81,8 +80,7 @@ class RMSprop(_SquaredHistory):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "momentum", group["momentum"] >= 0, ">= 0")
-        self._require(group, index, "alpha", group["alpha"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "momentum", "alpha")
 
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)

@@ -22,7 +22,7 @@ class Lion(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "weight_decay")
         self._check_betas(group, index)
 
     def _update(self, param, grad, state, h):

@@ -119,10 +119,14 @@ class Optimizer:
 
     def _check_group(self, group, index):
         """Raise ValueError for bad hyperparameters (subclasses add checks)."""
-        self._require(group, index, "lr", group["lr"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "lr")
 
     def _init_group_state(self, group):
         """Create state eagerly (only Adagrad does, as in PyTorch)."""
+
+    def _require_nonnegative(self, group, index, *keys):
+        for key in keys:
+            self._require(group, index, key, group[key] >= 0, ">= 0")
 
     def _require(self, group, index, key, ok, rule):
         if not ok:
