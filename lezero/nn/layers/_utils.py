@@ -20,6 +20,16 @@ def empty_parameter(*shape, dtype=np.float32):
     return Parameter(np.empty(shape, dtype=dtype))
 
 
+def weight_and_bias(module, weight_shape, bias_size, bias):
+    """Give ``module`` a ``weight`` of ``weight_shape`` and, when ``bias``, a ``bias`` of
+    ``bias_size`` entries (else ``bias`` is registered as None, as PyTorch does)."""
+    module.weight = empty_parameter(*weight_shape)
+    if bias:
+        module.bias = empty_parameter(bias_size)
+    else:
+        module.register_parameter("bias", None)
+
+
 def reset_fan_in_uniform(weight, bias):
     """PyTorch's default for Linear and Conv: kaiming_uniform(a=sqrt(5)) weights and
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) biases."""

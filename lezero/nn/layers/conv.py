@@ -1,6 +1,6 @@
 """Convolution layers with PyTorch's constructor arguments and weight layouts."""
 import lezero.functions as F
-from lezero.nn.layers._utils import empty_parameter, lazy_layer, reset_fan_in_uniform
+from lezero.nn.layers._utils import lazy_layer, reset_fan_in_uniform, weight_and_bias
 from lezero.nn.module import Module
 from lezero.utils.checks import check_positive_ints, ntuple
 
@@ -37,11 +37,7 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = empty_parameter(*shape)
-        if bias:
-            self.bias = empty_parameter(out_channels)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, shape, out_channels, bias)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -3,7 +3,7 @@ import math
 
 import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import empty_parameter, lazy_layer, reset_fan_in_uniform
+from lezero.nn.layers._utils import lazy_layer, reset_fan_in_uniform, weight_and_bias
 from lezero.nn.module import Module
 from lezero.utils.checks import check_positive_ints
 
@@ -26,11 +26,7 @@ class Linear(Module):
         check_positive_ints(type(self).__name__, in_features=in_features,
                             out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = empty_parameter(out_features, in_features)
-        if bias:
-            self.bias = empty_parameter(out_features)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in_features), out_features, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -69,11 +65,7 @@ class Bilinear(Module):
                             out_features=out_features)
         self.in1_features, self.in2_features = in1_features, in2_features
         self.out_features = out_features
-        self.weight = empty_parameter(out_features, in1_features, in2_features)
-        if bias:
-            self.bias = empty_parameter(out_features)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
