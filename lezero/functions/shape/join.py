@@ -13,13 +13,9 @@ from lezero.functions.registry import register
 from lezero.functions.shape.index import GetItem, _select, to_backend
 from lezero.functions.shape.views import (axis_tuple, broadcast_to, expand_dims,
                                           reshape)
-from lezero.utils.checks import check_array, check_axis
+from lezero.utils.checks import check_array, check_axis, is_int
 
 __all__ = ["concatenate", "stack", "split", "chunk", "tile", "repeat", "flip", "roll", "pad"]
-
-
-def _is_int(v):
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
 
 
 def _check_sequence(op, xs):
@@ -107,7 +103,7 @@ def split(x, indices_or_sections, axis=0):
         raise ValueError("split: x must have at least 1 dim, got a 0-d array")
     axis = check_axis("split", axis, arr.ndim, zero_dim=False)
     n = arr.shape[axis]
-    if _is_int(indices_or_sections):
+    if is_int(indices_or_sections):
         sections = int(indices_or_sections)
         if sections <= 0:
             raise ValueError(f"split: the number of sections must be positive, got {sections}")
@@ -116,7 +112,7 @@ def split(x, indices_or_sections, axis=0):
                              "equal sections")
         bounds = [n // sections * i for i in range(1, sections)]
     elif isinstance(indices_or_sections, (list, tuple)) and all(
-            _is_int(b) for b in indices_or_sections):
+            is_int(b) for b in indices_or_sections):
         bounds = [min(max(int(b) + n, 0) if b < 0 else int(b), n) for b in indices_or_sections]
         if any(b1 > b2 for b1, b2 in zip(bounds, bounds[1:])):
             raise ValueError(f"split: offsets {list(indices_or_sections)} must be "
@@ -134,7 +130,7 @@ def chunk(x, chunks, axis=0):
     arr = check_array("chunk", "x", x)
     if arr.ndim == 0:
         raise ValueError("chunk: x must have at least 1 dim, got a 0-d array")
-    if not _is_int(chunks):
+    if not is_int(chunks):
         raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -152,8 +148,8 @@ def tile(x, reps):
     the r copies are a broadcast, and the gradient sums them.
     """
     arr = check_array("tile", "x", x)
-    reps = (reps,) if _is_int(reps) else reps
-    if not isinstance(reps, (tuple, list)) or not all(_is_int(r) for r in reps):
+    reps = (reps,) if is_int(reps) else reps
+    if not isinstance(reps, (tuple, list)) or not all(is_int(r) for r in reps):
         raise TypeError(f"tile: reps must be an int or a tuple of ints, got {reps!r}")
     if any(r < 0 for r in reps):
         raise ValueError(f"tile: reps must be non-negative, got {tuple(reps)}")
@@ -236,8 +232,8 @@ def roll(x, shift, axis=None):
     """Shift elements cyclically by ``shift`` along ``axis``, as ``numpy.roll``; with
     ``axis=None`` the flattened array is rolled (``shift`` must then be an int)."""
     ndim = check_array("roll", "x", x).ndim
-    shifts = (shift,) if _is_int(shift) else shift
-    if not isinstance(shifts, (tuple, list)) or not all(_is_int(s) for s in shifts):
+    shifts = (shift,) if is_int(shift) else shift
+    if not isinstance(shifts, (tuple, list)) or not all(is_int(s) for s in shifts):
         raise TypeError(f"roll: shift must be an int or a tuple of ints, got {shift!r}")
     if axis is None:
         if len(shifts) != 1:
