@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test install install-test bench clean ops-count docs
+.PHONY: demo test install install-test bench clean ops-count docs budgets
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,7 @@ demo: install
 	$(PY) -m lezero.demo
 
 test: install-test
+	$(PY) tools/budgets.py
 	$(PY) -m pytest -n 2 --ignore=tests/parallel tests
 	$(MAKE) test-mpi
 
@@ -35,6 +36,9 @@ test-mpi: install-test
 		$(MPI_ENV) timeout 900 $(VENV)/bin/mpiexec -n 2 $(PY) -m pytest -q tests/parallel && \
 		$(MPI_ENV) timeout 900 $(VENV)/bin/mpiexec -n 4 $(PY) -m pytest -q tests/parallel; \
 	else echo "no MPI tests yet"; fi
+
+budgets:
+	python3 tools/budgets.py --report
 
 ops-count: install
 	$(PY) -m lezero.functions --count

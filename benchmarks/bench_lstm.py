@@ -40,7 +40,7 @@ def lezero_step_fn(weights, x, lengths=None, cells=False):
             h = c = None
             outs = []
             for t in range(SEQ):
-                h, c = F.lstm_cell(x[t], h, c, *params)
+                h, c = F.lstm_cell(x[t], (h, c), *params)
                 outs.append((h * h).sum())
             return sum(outs) + (c * c).sum()
         inp = x if lengths is None else F.pack_padded_sequence(x, lengths)

@@ -1,70 +1,69 @@
-"""Step 29: a first neural network, fit to a sine curve with plain gradient descent.
+"""Step 29: FFT convolution, choosing an algorithm, and autotuning.
 
-A straight line cannot follow sin(2 pi x).  Put a nonlinearity between two linear maps,
+Convolution in space is multiplication in frequency.  With ``X = rfft(x)`` and
+``W = rfft(w)`` (both zero-padded to the window extent), a correlation is
+``irfft(X * conj(W))``; summing over input channels becomes one complex matrix product
+per frequency.  Its cost hardly depends on the kernel size, so it wins for large kernels,
+where im2col copies the input k*k times.
 
-    h = sigmoid(x @ W1 + b1)        (100, 1) -> (100, 10)
-    y = h @ W2 + b2                 (100, 10) -> (100, 1)
+No algorithm wins everywhere, so ``algo="auto"`` chooses per layer and per product
+(forward, grad_input, grad_weight):
 
-and the network can bend: each hidden unit is a smooth step, and the output layer adds
-ten of them up.  Every piece is a LeZero operator (matmul, +, sigmoid, sum), so backward
-gives the gradient of the loss for all four parameters, and training is the same loop as
-linear regression in step 28: forward, backward, step against the gradient.
+* by default with a cost model (predicted GEMM, memory and FFT time per algorithm),
+* with ``lz.Config.conv_autotune = True`` by timing every candidate once per *shape
+  bucket* (batch and image sizes rounded up to half octaves) and remembering the winner
+  in a JSON file (``$LEZERO_CONV_CACHE``, default ``~/.cache/lezero/conv_autotune.json``).
+
+``F.conv_explain`` shows the whole decision: predicted and measured time, workspace,
+error against a float64 reference, the choice and the reason.
 Run: python steps/step29.py
 """
+import json
+import os
+import tempfile
+import time
+
 import numpy as np
 
 import lezero as lz
 import lezero.functions as F
+from lezero.functions.conv import autotune
 
 rng = np.random.default_rng(0)
-lz.manual_seed(0)
 
-# 1. Data: 100 noisy samples of one period of a sine (float32, as parameters are).
-n = 100
-xs = rng.random((n, 1)).astype(np.float32)
-ys = (np.sin(2 * np.pi * xs) + 0.1 * rng.standard_normal((n, 1))).astype(np.float32)
+# 1. FFT against im2col as the kernel grows.
+x = rng.standard_normal((4, 8, 48, 48)).astype(np.float32)
+for k in (3, 7, 15):
+    w = (rng.standard_normal((8, 8, k, k)) / (8 * k)).astype(np.float32)
+    times = {}
+    for algo in ("im2col", "fft"):
+        F.conv2d(x, w, padding=k // 2, algo=algo)
+        t0 = time.perf_counter()
+        y = F.conv2d(x, w, padding=k // 2, algo=algo).data
+        times[algo] = (time.perf_counter() - t0) * 1e3
+        if algo == "im2col":
+            ref = y
+    err = np.abs(y - ref).max() / np.abs(ref).max()
+    print(f"{k:>2}x{k:<2} kernel: im2col {times['im2col']:6.1f} ms, fft {times['fft']:6.1f} ms, "
+          f"relative difference {err:.1e}")
 
-# 2. Parameters.  Random weights break the symmetry between hidden units (with equal
-#    weights every unit would get the same gradient and stay a copy of the others).
-#    Hidden unit j is a smooth step at x = -b1[j] / W1[0, j]; starting the steps at random
-#    places inside [0, 1], with slopes of a few units, puts them where the data is.
-hidden = 10
-W1 = lz.Variable((6 * rng.standard_normal((1, hidden))).astype(np.float32), name="W1")
-b1 = lz.Variable((-W1.data[0] * rng.random(hidden)).astype(np.float32), name="b1")
-W2 = lz.Variable((0.1 * rng.standard_normal((hidden, 1))).astype(np.float32), name="W2")
-b2 = lz.Variable(np.zeros(1, np.float32), name="b2")
-params = [W1, b1, W2, b2]
+# 2. What the cost model would pick, and why: one layer, all algorithms.
+F.conv_explain((8, 32, 32, 32), (32, 32, 3, 3), padding=1, repeat=2)
 
-
-def predict(x):
-    h = F.sigmoid(F.matmul(x, W1) + b1)     # the hidden layer
-    return F.matmul(h, W2) + b2             # a linear read-out
-
-
-def mse(y, t):
-    diff = y - t
-    return F.sum(diff * diff) / len(diff)
-
-
-# 3. Training: full-batch gradient descent.
-lr = 0.5
-for step in range(2001):
-    loss = mse(predict(xs), ys)
-    for p in params:
-        p.cleargrad()
-    loss.backward()
-    for p in params:
-        p.data -= lr * p.grad.data          # in place: the Variables stay the same objects
-    if step % 500 == 0:
-        print(f"step {step:5d}  loss {loss.item():.4f}")
-
-# 4. The fit: compare with the noise-free curve on a grid (the noise alone has MSE 0.01).
-grid = np.linspace(0, 1, 11, dtype=np.float32)[:, None]
-with lz.no_grad():
-    fit = predict(grid).data
-err = float(np.mean((fit - np.sin(2 * np.pi * grid)) ** 2))
-print("x      ", np.round(grid[:, 0], 2))
-print("fit    ", np.round(fit[:, 0], 2))
-print("sin 2pi", np.round(np.sin(2 * np.pi * grid[:, 0]), 2))
-print(f"mean squared error against the true curve: {err:.4f}")
-print("parameters stay float32:", all(p.dtype == np.float32 for p in params))
+# 3. Autotuning with a private cache file.
+with tempfile.TemporaryDirectory() as tmp:
+    os.environ[autotune.ENV_FILE] = os.path.join(tmp, "conv.json")
+    autotune.clear_memory()
+    w = lz.Parameter((rng.standard_normal((16, 8, 5, 5)) / 14).astype(np.float32))
+    with lz.using_config("conv_autotune", True):
+        for batch in (6, 5, 8, 7):           # 5 and 6 share the bucket 6; 7 and 8 share 8
+            xv = lz.Variable(rng.standard_normal((batch, 8, 28, 28)).astype(np.float32))
+            t0 = time.perf_counter()
+            F.conv2d(xv, w, padding=2).sum().backward()
+            entries = json.load(open(os.environ[autotune.ENV_FILE]))["entries"]
+            print(f"batch {batch:>2}: step took {(time.perf_counter() - t0) * 1e3:7.1f} ms, "
+                  f"cache holds {len(entries)} tuned products")
+    for key, entry in sorted(entries.items())[:3]:
+        print(f"  {key}\n    -> {entry['algo']}  (ms: {entry['ms']})")
+    del os.environ[autotune.ENV_FILE]
+    autotune.clear_memory()

@@ -1,23 +1,12 @@
-"""Step 30: softmax and cross entropy, to classify the points of a three-armed spiral.
+"""Step 30: pooling and resizing.
 
-A classifier outputs one score (a *logit*) per class.  Softmax turns the scores of a sample
-into probabilities,
-
-    p_c = exp(x_c) / sum_k exp(x_k),
-
-and cross entropy is minus the log-probability of the correct class, -log p_target.  It is
-0 when the model is certain and right, and large when it is confident and wrong.
-
-Computed naively, exp overflows for large logits, and the gradient passes through softmax,
-log and indexing one by one.  ``F.cross_entropy`` fuses them: the forward takes
-logsumexp once (subtracting the row maximum first, so nothing overflows), the loss is
-``logsumexp(x) - x_target``, and the gradient with respect to the logits is simply
-
-    softmax(x) - onehot(target)            (divided by N for the mean over a batch)
-
-computed from what the forward saved.  Below, the fused loss is checked against the
-step-by-step formula, then trains a small MLP (built from F operators, updated by hand
-with stochastic gradient descent) on a spiral that no straight line can separate.
+Pooling summarises each window of a feature map: ``max_pool2d`` keeps the largest value
+(and, with ``return_indices``, where it was), ``avg_pool2d`` the mean, ``lp_pool2d`` the
+p-norm, and the adaptive pools choose the windows so the output has a given size.  The
+gradient of max pooling goes only to each window's maximum (the first one on ties, as in
+PyTorch); the gradient of average pooling is spread evenly.  ``max_unpool2d`` puts values
+back where ``max_pool2d`` found them; ``interpolate`` resizes; ``pixel_shuffle`` trades
+channels for resolution.
 Run: python steps/step30.py
 """
 import numpy as np
@@ -25,74 +14,59 @@ import numpy as np
 import lezero as lz
 import lezero.functions as F
 
-rng = np.random.default_rng(0)
-lz.manual_seed(0)
+image = lz.Variable(np.array([[[[1, 2, 0, 5],
+                                [3, 4, 6, 1],
+                                [0, 1, 2, 2],
+                                [7, 0, 3, 8]]]], dtype=np.float32))
+print("image (1 x 1 x 4 x 4):\n", image.data[0, 0])
 
-# 1. Softmax and cross entropy by hand, and fused.
-logits = lz.Variable(np.array([[2.0, 1.0, 0.1], [0.5, 2.5, 0.3]], np.float32))
-target = np.array([0, 2])
-probs = F.softmax(logits, axis=1)
-by_hand = -F.sum(F.log(probs[np.arange(2), target])) / 2
-fused = F.cross_entropy(logits, target)
-print("softmax rows:", np.round(probs.data.astype(float), 3).tolist(), "(each sums to 1)")
-print(f"cross entropy by hand {by_hand.item():.6f}, fused {fused.item():.6f}")
-fused.backward()
-onehot = np.eye(3, dtype=np.float32)[target]
-print("gradient == (softmax - onehot) / N:",
-      np.allclose(logits.grad.data, (probs.data - onehot) / 2, atol=1e-7))
-big = lz.Variable(np.array([[1000.0, 0.0, -1000.0]], np.float32))
-print("no overflow at logits of 1000:", F.cross_entropy(big, np.array([1])).item())
+# Max pooling: 2x2 windows, stride 2.  Each output is its window's maximum.
+pooled, where = F.max_pool2d(image, 2, return_indices=True)
+print("max_pool2d(2):\n", pooled.data[0, 0])
+print("flat indices h * W + w of the maxima:\n", where.data[0, 0])
+assert pooled.data[0, 0].tolist() == [[4, 6], [7, 8]]
 
+# Its gradient lands on the maxima only.
+pooled.sum().backward()
+print("gradient of sum(max_pool2d(image)):\n", image.grad.data[0, 0])
+assert image.grad.data.sum() == 4
 
-# 2. The spiral: three arms of 100 points each, winding around the origin.
-def spiral(n_per_class=100, n_classes=3, noise=0.2):
-    xs, ts = [], []
-    for c in range(n_classes):
-        r = np.linspace(0.0, 1.0, n_per_class)
-        angle = c * 2 * np.pi / n_classes + 4.0 * r + noise * rng.standard_normal(n_per_class)
-        xs.append(np.stack([r * np.sin(angle), r * np.cos(angle)], axis=1))
-        ts.append(np.full(n_per_class, c))
-    return np.concatenate(xs).astype(np.float32), np.concatenate(ts)
+# max_unpool2d puts the maxima back in place, zeros elsewhere.
+print("max_unpool2d(pooled):\n", F.max_unpool2d(pooled, where, 2).data[0, 0])
 
+# Average pooling with padding: PyTorch counts the zero padding in the divisor unless
+# count_include_pad=False.
+with_pad = F.avg_pool2d(image, 3, stride=2, padding=1)
+without = F.avg_pool2d(image, 3, stride=2, padding=1, count_include_pad=False)
+print("avg_pool2d(3, stride 2, padding 1), padding counted:\n", with_pad.data[0, 0])
+print("... padding not counted:\n", without.data[0, 0])
+assert np.isclose(without.data[0, 0, 0, 0], (1 + 2 + 3 + 4) / 4)
 
-x_train, t_train = spiral()
-print("data:", x_train.shape, "labels:", np.bincount(t_train).tolist())
+# Adaptive pooling picks the windows: to 1 x 1 it is the global mean (or max).
+print("adaptive_avg_pool2d to 1x1:", F.adaptive_avg_pool2d(image, 1).data.item(),
+      "= mean", image.data.mean())
+print("adaptive_max_pool2d to 3x3:\n", F.adaptive_max_pool2d(image, 3).data[0, 0])
+print("lp_pool2d(p=2, 2x2): window L2 norms:\n", F.lp_pool2d(image, 2, 2).data[0, 0])
 
-# 3. A two-layer MLP: 2 -> 30 (relu) -> 3 logits.  Weights are (out, in) as in PyTorch,
-#    drawn with standard deviation sqrt(2 / fan_in) before a relu (He initialisation) and
-#    sqrt(1 / fan_in) before the logits, so the signals start at a sensible scale.
-hidden = 30
-W1 = lz.Variable((rng.standard_normal((hidden, 2)) * np.sqrt(2 / 2)).astype(np.float32))
-b1 = lz.Variable(np.zeros(hidden, np.float32))
-W2 = lz.Variable((rng.standard_normal((3, hidden)) * np.sqrt(1 / hidden)).astype(np.float32))
-b2 = lz.Variable(np.zeros(3, np.float32))
-params = [W1, b1, W2, b2]
+# Resizing a 2x2 image to 4x4.
+small = np.array([[[[0, 1], [2, 3]]]], dtype=np.float32)
+print("interpolate nearest x2:\n", F.interpolate(small, scale_factor=2).data[0, 0])
+print("interpolate bilinear x2 (align_corners=False):\n",
+      F.interpolate(small, scale_factor=2, mode="bilinear").data[0, 0])
+print("interpolate bilinear to 3x3, align_corners=True:\n",
+      F.interpolate(small, size=(3, 3), mode="bilinear", align_corners=True).data[0, 0])
 
+# pixel_shuffle moves 4 channels of 2x2 into 1 channel of 4x4, and back.
+channels = np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2)
+shuffled = F.pixel_shuffle(channels, 2)
+print("pixel_shuffle of channels 0..3 (each 2x2):\n", shuffled.data[0, 0])
+assert np.array_equal(F.pixel_unshuffle(shuffled, 2).data, channels)
 
-def model(x):
-    h = F.relu(F.matmul(x, W1.T) + b1)
-    return F.matmul(h, W2.T) + b2
-
-
-# 4. Stochastic gradient descent on shuffled mini-batches of 30.
-lr, batch, epochs = 1.0, 30, 300
-for epoch in range(epochs):
-    order = rng.permutation(len(x_train))
-    total = 0.0
-    for i in range(0, len(order), batch):
-        idx = order[i:i + batch]
-        loss = F.cross_entropy(model(x_train[idx]), t_train[idx])
-        for p in params:
-            p.cleargrad()
-        loss.backward()
-        for p in params:
-            p.data -= lr * p.grad.data
-        total += loss.item() * len(idx)
-    if epoch % 50 == 0 or epoch == epochs - 1:
-        print(f"epoch {epoch:3d}  loss {total / len(x_train):.4f}")
-
-# 5. How well does it separate the arms?
-with lz.no_grad():
-    predicted = model(x_train).data.argmax(axis=1)
-accuracy = float((predicted == t_train).mean())
-print(f"training accuracy: {accuracy:.3f} (chance is 0.333)")
+# Every one of these operators passes the numerical gradient check.
+x = np.random.default_rng(0).standard_normal((1, 2, 5, 5))
+for name, fn in [("max_pool2d", lambda a: F.max_pool2d(a, 3, 2, 1)),
+                 ("avg_pool2d", lambda a: F.avg_pool2d(a, 2, ceil_mode=True)),
+                 ("adaptive_max_pool2d", lambda a: F.adaptive_max_pool2d(a, (2, 3))),
+                 ("interpolate bilinear", lambda a: F.interpolate(a, size=(7, 4),
+                                                                  mode="bilinear"))]:
+    print(f"gradient_check {name}: {lz.utils.gradient_check(fn, x)}")

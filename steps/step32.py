@@ -1,82 +1,87 @@
-"""Step 32: Numba kernels for the convolution's data movement.
+"""Step 32: parameters and modules.
 
-im2col with NumPy slicing makes k*k strided copies of the (padded) input; its adjoint
-col2im adds k*k strided slices back.  Both are pure data movement, and in Python every
-copy is a separate pass over memory.  ``lezero.kernels.im2col`` does the same work in one
-compiled loop per (sample, channel) plane: padding is handled by index arithmetic (no
-padded copy), zero runs are written without loads, and the in-range part of each row is a
-contiguous copy that LLVM vectorises.  Every kernel keeps its NumPy reference beside it;
-``lz.Config.use_numba = False`` switches the kernels off, and the tests compare the two.
+Until now every weight was a loose Variable and the training loop had to list them all.
+``nn.Module`` gathers them: assign a ``Parameter`` or another Module to an attribute and it
+is registered under that name, in assignment order.  From there one call reaches them all:
+``parameters()`` for the optimizer, ``state_dict()`` to save (with PyTorch's key names, so
+a PyTorch checkpoint loads as it is), ``zero_grad()``, ``train()`` / ``eval()``.
 
-Parallelism sits one level up: a convolution's batch is split into one part per thread
-and each part runs serial kernels and single-threaded BLAS (``lz.Config.conv_threads``).
-One fork and one join per product instead of a synchronisation inside every GEMM.
+``nn.Linear`` is such a module: ``weight`` (out, in) and ``bias`` (out,), initialised as
+PyTorch does (uniform, scaled by 1 / sqrt(in)) from LeZero's seeded generator.
 Run: python steps/step32.py
 """
-import os
-import time
-
 import numpy as np
 
 import lezero as lz
 import lezero.functions as F
-from lezero.kernels import im2col as kernels
+from lezero import nn
 
+lz.manual_seed(0)
+
+
+# 1. A module of our own: two Linear layers and a learnt output scale.
+class TwoLayerNet(nn.Module):
+    def __init__(self, n_in, n_hidden, n_out):
+        super().__init__()
+        self.hidden = nn.Linear(n_in, n_hidden)      # a child module
+        self.out = nn.Linear(n_hidden, n_out)
+        self.scale = nn.Parameter(np.ones(1, np.float32))   # a parameter of this module
+
+    def forward(self, x):
+        return self.out(F.sigmoid(self.hidden(x))) * self.scale
+
+
+model = TwoLayerNet(1, 10, 1)
+print(model)
+print("\nnamed parameters (own first, then children in assignment order):")
+for name, p in model.named_parameters():
+    print(f"  {name:<14} {str(p.shape):<9} {p.dtype}")
+print("state_dict keys:", list(model.state_dict()))
+
+# 2. The state_dict round trip: a second model gets the first one's weights and then
+#    computes the same function.  Arrays are copied in, so the two stay independent.
+twin = TwoLayerNet(1, 10, 1)
+x = lz.Variable(np.linspace(0, 1, 5, dtype=np.float32).reshape(5, 1))
+print("\nbefore loading, outputs differ:", not np.allclose(model(x).data, twin(x).data))
+result = twin.load_state_dict(model.state_dict())
+print("after loading, outputs equal:  ", np.allclose(model(x).data, twin(x).data),
+      "| missing/unexpected keys:", result.missing_keys, result.unexpected_keys)
+try:
+    twin.load_state_dict({**model.state_dict(), "hidden.weight": np.zeros((3, 1))})
+except ValueError as e:
+    print("a wrong shape is refused:", e)
+
+# 3. Containers: Sequential chains modules; indices become key names, as in PyTorch.
+seq = nn.Sequential(nn.Linear(1, 10), nn.Sigmoid(), nn.Linear(10, 1))
+print("\nSequential keys:", list(seq.state_dict()))
+print("parameters:", seq.num_parameters())
+
+# 4. Fitting a noisy sine with the module: the update loop no longer names any weight.
 rng = np.random.default_rng(0)
+xs = rng.random((100, 1)).astype(np.float32)
+ys = (np.sin(2 * np.pi * xs) + 0.1 * rng.standard_normal((100, 1))).astype(np.float32)
+model = TwoLayerNet(1, 10, 1)
+with lz.no_grad():        # start each hidden unit's step somewhere inside [0, 1]
+    model.hidden.weight.data[...] = 6 * rng.standard_normal((10, 1))
+    model.hidden.bias.data[...] = -model.hidden.weight.data[:, 0] * rng.random(10)
+lr = 0.2
+for step in range(3001):
+    loss = F.mse_loss(model(xs), ys)
+    model.zero_grad()
+    loss.backward()
+    for p in model.parameters():
+        p.data -= lr * p.grad.data
+    if step % 1000 == 0:
+        print(f"step {step:4d}  loss {loss.item():.4f}")
 
-
-def best_ms(fn, repeat=5):
-    fn()                                   # the first call may compile (cached on disk)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best * 1e3
-
-
-# 1. The kernel and its reference fill the same matrix.
-x = rng.standard_normal((8, 32, 1, 32, 32)).astype(np.float32)       # (N, C, D, H, W)
-geo = (1, 3, 3) + (1, 1, 1) + (0, 1, 1) + (1, 1, 1) + (1, 32, 32)    # k, s, pad, d, out
-col_ref = kernels.im2col_ref(x, np.empty((32 * 9, 8, 1024), np.float32), geo)
-col_nb = kernels.im2col(x, np.empty((32 * 9, 8, 1024), np.float32), geo, use_numba=True)
-print("im2col: Numba kernel == NumPy reference:", np.array_equal(col_ref, col_nb))
-g_ref = kernels.col2im_ref(col_ref, np.zeros_like(x), geo)
-g_nb = kernels.col2im(col_ref, np.zeros_like(x), geo, use_numba=True)
-print(f"col2im: max difference {np.abs(g_ref - g_nb).max():.1e} (sums in another order)")
-
-t_ref = best_ms(lambda: kernels.im2col_ref(x, np.empty((288, 8, 1024), np.float32), geo))
-t_nb = best_ms(lambda: kernels.im2col(x, np.empty((288, 8, 1024), np.float32), geo))
-print(f"im2col of (8, 32, 32, 32), 3x3: NumPy {t_ref:.1f} ms, Numba {t_nb:.1f} ms "
-      f"({t_ref / t_nb:.1f}x)")
-
-# 2. A whole training-style call, kernels off and on.
-xv = lz.Variable(rng.standard_normal((16, 32, 32, 32)).astype(np.float32))
-wv = lz.Parameter((rng.standard_normal((32, 32, 3, 3)) * 0.06).astype(np.float32))
-
-
-def fwd_bwd():
-    xv.cleargrad(), wv.cleargrad()
-    F.conv2d(xv, wv, padding=1, algo="im2col").sum().backward()
-
-
-with lz.using_config("use_numba", False):
-    t_off = best_ms(fwd_bwd, 3)
-    grads_off = (xv.grad.data.copy(), wv.grad.data.copy())
-t_on = best_ms(fwd_bwd, 3)
-same = all(np.allclose(a, b, rtol=1e-4, atol=1e-3) for a, b in
-           zip(grads_off, (xv.grad.data, wv.grad.data)))
-print(f"conv2d im2col forward+backward (16, 32, 32, 32): kernels off {t_off:.1f} ms, "
-      f"on {t_on:.1f} ms; same gradients: {same}")
-
-# 3. Batch-split threads: one part per thread.  With one part, BLAS and the kernels
-#    use their own thread pools instead (synchronising inside every GEMM and kernel).
-with lz.using_config("conv_threads", 1):
-    y1 = F.conv2d(xv, wv, padding=1).data
-    t1 = best_ms(lambda: F.conv2d(xv, wv, padding=1), 3)
-with lz.using_config("conv_threads", 2):
-    y2 = F.conv2d(xv, wv, padding=1).data
-    t2 = best_ms(lambda: F.conv2d(xv, wv, padding=1), 3)
-print(f"forward, batch in one part {t1:.1f} ms, split in two {t2:.1f} ms "
-      f"(this machine has {os.cpu_count()} cores); same outputs: "
-      f"{np.allclose(y1, y2, rtol=1e-5, atol=1e-5)}")
+# 5. Forward hooks see every call: here, the hidden layer's mean activation.
+seen = []
+handle = model.hidden.register_forward_hook(lambda m, args, out: seen.append(
+    float(F.sigmoid(out).data.mean())))
+model(xs)
+handle.remove()
+print(f"\nmean hidden activation seen by a hook: {seen[0]:.3f}")
+grid = np.linspace(0, 1, 6, dtype=np.float32).reshape(-1, 1)
+with lz.no_grad():
+    print("fit     ", np.round(model(grid).data[:, 0], 2))
+print("sin 2pi ", np.round(np.sin(2 * np.pi * grid[:, 0]), 2))

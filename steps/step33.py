@@ -1,20 +1,16 @@
-"""Step 33: Winograd convolution, F(2x2, 3x3) and F(4x4, 3x3).
+"""Step 33: a training loop with nn.Sequential, a loss module, an optimizer and a DataLoader.
 
-Two outputs of a 3-tap filter ``g`` over four inputs ``d`` take 6 multiplications the
-direct way.  Winograd's minimal filtering algorithm F(2, 3) needs 4: transform the data
-(``BT d``, additions only), transform the filter (``G g``, once per filter), multiply
-elementwise, and transform back (``AT``):
+The parts of every training script are now objects with PyTorch's names:
 
-    y = AT [ (G g) * (BT d) ]
+    model = nn.Sequential(...)                 the function with parameters
+    criterion = nn.CrossEntropyLoss()          the loss
+    opt = optim.Adam(model.parameters())       the update rule, with its own state
+    for x, t in DataLoader(dataset, batch_size, shuffle=True):
+        loss = criterion(model(x), t)
+        opt.zero_grad(); loss.backward(); opt.step()
 
-The matrices come from polynomial multiplication: evaluate at a few points (here 0, 1,
--1 and infinity), multiply the values, interpolate back (Toom-Cook), then transpose the
-convolution algorithm into a correlation.  Nesting it gives 2-D tiles,
-``Y = AT [(G g G^T) * (BT d BT^T)] AT^T``: a 2x2 output tile costs 16 multiplications
-instead of 36, and F(4x4, 3x3) a 4x4 tile 36 instead of 144.  Over a whole layer the
-elementwise products become one GEMM per tile position (alpha^2 = 16 or 36 of them),
-contracting the channels; the gradients are the same transforms transposed.  The price:
-more rounding error (larger constants in the transforms), growing with the tile size.
+The data is the three-armed spiral (300 points); no straight line separates its arms, so
+the network has to bend the plane.  Two optimizers race from the same initial weights.
 Run: python steps/step33.py
 """
 import time
@@ -23,51 +19,58 @@ import numpy as np
 
 import lezero as lz
 import lezero.functions as F
-from lezero.kernels.winograd import winograd_matrices
+from lezero import nn, optim
+from lezero.data import DataLoader
+from lezero.data.datasets import Spiral
 
-np.set_printoptions(precision=3, suppress=True)
-rng = np.random.default_rng(0)
-
-# 1. F(2, 3) in one dimension.
-AT, G, BT = winograd_matrices(2)
-print("BT =\n", BT, "\nG =\n", G, "\nAT =\n", AT)
-d, g = np.array([1.0, 2.0, 3.0, 4.0]), np.array([0.5, -1.0, 2.0])
-direct = np.array([d[0:3] @ g, d[1:4] @ g])
-wino = AT @ ((G @ g) * (BT @ d))
-print(f"two outputs directly {direct} (6 multiplications), by Winograd {wino} (4)")
-
-# 2. Multiplications per output, and the error in float32, for each tile size.
-x = rng.standard_normal((4, 16, 20, 20)).astype(np.float32)
-w = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
-ref = F.conv2d(x.astype(np.float64), w.astype(np.float64), padding=1, algo="im2col").data
-for m in (2, 4):
-    alpha = m + 2
-    y = F.conv2d(x, w, padding=1, algo=f"winograd_{m}x{m}").data
-    err = np.abs(y - ref).max() / np.abs(ref).max()
-    print(f"F({m}x{m},3x3): {alpha * alpha} multiplies per {m * m} outputs = "
-          f"{alpha * alpha / (m * m):.2f} per output (direct: 9); float32 error {err:.1e}")
-y = F.conv2d(x, w, padding=1, algo="im2col").data
-print(f"im2col (direct products):   float32 error {np.abs(y - ref).max() / np.abs(ref).max():.1e}")
-
-# 3. Gradients: transposed transforms, checked against central differences.
-ok = lz.utils.gradient_check(lambda a, k: F.conv2d(a, k, padding=1, algo="winograd_4x4"),
-                             rng.standard_normal((1, 2, 6, 5)), rng.standard_normal((3, 2, 3, 3)))
-print("F(4x4,3x3) gradients match central differences:", ok)
-
-# 4. A training step's three products on a 3x3 layer, per algorithm.
-xv = lz.Variable(rng.standard_normal((16, 32, 32, 32)).astype(np.float32))
-wv = lz.Parameter((rng.standard_normal((32, 32, 3, 3)) / 17).astype(np.float32))
+train_set, test_set = Spiral(train=True), Spiral(train=False)
+x_test, t_test = test_set.data, test_set.targets
 
 
-def step(algo):
-    xv.cleargrad(), wv.cleargrad()
-    F.conv2d(xv, wv, padding=1, algo=algo).sum().backward()
+def make_model():
+    return nn.Sequential(nn.Linear(2, 30), nn.ReLU(), nn.Linear(30, 30), nn.ReLU(),
+                         nn.Linear(30, 3))
 
 
-for algo in ("im2col", "winograd_2x2", "winograd_4x4"):
-    step(algo)
+def accuracy(model, x, t):
+    model.eval()                            # no effect here, but the habit matters (step 34)
+    with lz.no_grad():
+        pred = model(x).data.argmax(axis=1)
+    model.train()
+    return float((pred == t).mean())
+
+
+def train(model, opt, epochs=150):
+    criterion = nn.CrossEntropyLoss()
+    loader = DataLoader(train_set, batch_size=30, shuffle=True, seed=0)
+    for epoch in range(epochs + 1):
+        total = 0.0
+        for x, t in loader:
+            loss = criterion(model(x), t)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(t)
+        if epoch % 50 == 0:
+            print(f"  epoch {epoch:3d}  loss {total / len(train_set):.4f}  "
+                  f"test accuracy {accuracy(model, x_test, t_test):.3f}")
+    return model
+
+
+lz.manual_seed(0)
+start_model = make_model()
+for name, make_opt in [("SGD, momentum 0.9", lambda p: optim.SGD(p, lr=0.1, momentum=0.9)),
+                       ("Adam", lambda p: optim.Adam(p, lr=0.01))]:
+    model = make_model()
+    model.load_state_dict(start_model.state_dict())      # the same start for both
+    opt = make_opt(model.parameters())
+    print(f"{name}, learning rate {opt.param_groups[0]['lr']}:")
     t0 = time.perf_counter()
-    for _ in range(3):
-        step(algo)
-    print(f"forward+backward (16, 32, 32, 32), 3x3, {algo:<13}: "
-          f"{(time.perf_counter() - t0) / 3 * 1e3:.1f} ms")
+    train(model, opt)
+    print(f"  {time.perf_counter() - t0:.1f} s\n")
+
+# The optimizer's state (Adam's moving averages, per parameter) is part of a checkpoint:
+state = opt.state_dict()
+print("Adam state for the first weight:", sorted(state["state"][0]))
+print("loss of a random guess, log(3) =", round(float(np.log(3)), 4))
+print("a prediction:", F.softmax(model(x_test[:1]), axis=1).data.round(3))

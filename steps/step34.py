@@ -1,69 +1,99 @@
-"""Step 34: FFT convolution, choosing an algorithm, and autotuning.
+"""Step 34: dropout and batch normalization, in training and in evaluation.
 
-Convolution in space is multiplication in frequency.  With ``X = rfft(x)`` and
-``W = rfft(w)`` (both zero-padded to the window extent), a correlation is
-``irfft(X * conj(W))``; summing over input channels becomes one complex matrix product
-per frequency.  Its cost hardly depends on the kernel size, so it wins for large kernels,
-where im2col copies the input k*k times.
+Two layers behave differently while training, and ``model.train()`` / ``model.eval()``
+switch them (each passes ``training=self.training`` to its operator):
 
-No algorithm wins everywhere, so ``algo="auto"`` chooses per layer and per product
-(forward, grad_input, grad_weight):
+* ``nn.Dropout(p)`` zeroes each value with probability p and scales the rest by
+  1 / (1 - p) so the expected value is unchanged; in evaluation it is the identity.
+* ``nn.BatchNorm1d(C)`` normalises each feature with the *batch's* mean and variance while
+  training, and folds them into running averages (buffers ``running_mean`` and
+  ``running_var``, updated in place, plus ``num_batches_tracked``).  In evaluation it uses
+  those averages, so a sample's output no longer depends on the rest of its batch.
 
-* by default with a cost model (predicted GEMM, memory and FFT time per algorithm),
-* with ``lz.Config.conv_autotune = True`` by timing every candidate once per *shape
-  bucket* (batch and image sizes rounded up to half octaves) and remembering the winner
-  in a JSON file (``$LEZERO_CONV_CACHE``, default ``~/.cache/lezero/conv_autotune.json``).
-
-``F.conv_explain`` shows the whole decision: predicted and measured time, workspace,
-error against a float64 reference, the choice and the reason.
+Forgetting ``eval()`` before testing is a classic bug: the last part shows what it costs.
 Run: python steps/step34.py
 """
-import json
-import os
-import tempfile
-import time
-
 import numpy as np
 
 import lezero as lz
-import lezero.functions as F
-from lezero.functions.conv_algos import autotune
+from lezero import nn, optim
+from lezero.data import DataLoader
+from lezero.data.datasets import Digits
 
+lz.manual_seed(0)
+np.set_printoptions(precision=3, suppress=True)
+
+# 1. Dropout: random and rescaled in training, the identity in evaluation.
+drop = nn.Dropout(p=0.5)
+x = np.ones((2, 8), np.float32)
+print("training:  ", drop(x).data[0])
+print("again:     ", drop(x).data[0], "(a new mask each call)")
+big = drop(np.ones((1000, 1000), np.float32)).data
+print(f"mean over a million values: {big.mean():.4f} (the expectation is kept)")
+drop.eval()
+print("evaluation:", drop(x).data[0])
+
+# 2. Batch norm: batch statistics in training, running statistics in evaluation.
+bn = nn.BatchNorm1d(3)
 rng = np.random.default_rng(0)
+centre, spread = np.array([5.0, -2.0, 0.0]), np.array([2.0, 0.5, 1.0])
+for _ in range(50):
+    batch = (centre + spread * rng.standard_normal((32, 3))).astype(np.float32)
+    out = bn(batch)
+print("\nafter 50 training batches:")
+print("  output mean per feature", out.data.mean(axis=0), "(normalised by the batch)")
+print("  running_mean", bn.running_mean, "vs true mean", centre)
+print("  running_var ", bn.running_var, "vs true variance", spread ** 2)
+print("  num_batches_tracked", int(bn.num_batches_tracked))
 
-# 1. FFT against im2col as the kernel grows.
-x = rng.standard_normal((4, 8, 48, 48)).astype(np.float32)
-for k in (3, 7, 15):
-    w = (rng.standard_normal((8, 8, k, k)) / (8 * k)).astype(np.float32)
-    times = {}
-    for algo in ("im2col", "fft"):
-        F.conv2d(x, w, padding=k // 2, algo=algo)
-        t0 = time.perf_counter()
-        y = F.conv2d(x, w, padding=k // 2, algo=algo).data
-        times[algo] = (time.perf_counter() - t0) * 1e3
-        if algo == "im2col":
-            ref = y
-    err = np.abs(y - ref).max() / np.abs(ref).max()
-    print(f"{k:>2}x{k:<2} kernel: im2col {times['im2col']:6.1f} ms, fft {times['fft']:6.1f} ms, "
-          f"relative difference {err:.1e}")
+sample = batch[:1]
+others_a = (centre + spread * rng.standard_normal((7, 3))).astype(np.float32)
+others_b = (centre + 3 * spread * rng.standard_normal((7, 3))).astype(np.float32)
+train_a = bn(np.concatenate([sample, others_a])).data[0]
+train_b = bn(np.concatenate([sample, others_b])).data[0]
+bn.eval()
+eval_a = bn(np.concatenate([sample, others_a])).data[0]
+eval_b = bn(np.concatenate([sample, others_b])).data[0]
+print("one sample in two different batches:")
+print("  training  ", train_a, train_b, "-> depends on its batch")
+print("  evaluation", eval_a, eval_b, "-> does not")
 
-# 2. What the cost model would pick, and why: one layer, all algorithms.
-F.conv_explain((8, 32, 32, 32), (32, 32, 3, 3), padding=1, repeat=2)
+# 3. A digit classifier with both layers; test it with and without eval().
+train_set, test_set = Digits(train=True), Digits(train=False)
+model = nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(),
+                      nn.Dropout(0.5), nn.Linear(128, 10))
+opt = optim.Adam(model.parameters(), lr=1e-3)
+criterion = nn.CrossEntropyLoss()
+loader = DataLoader(train_set, batch_size=64, shuffle=True, seed=0)
 
-# 3. Autotuning with a private cache file.
-with tempfile.TemporaryDirectory() as tmp:
-    os.environ[autotune.ENV_FILE] = os.path.join(tmp, "conv.json")
-    autotune.clear_memory()
-    w = lz.Parameter((rng.standard_normal((16, 8, 5, 5)) / 14).astype(np.float32))
-    with lz.using_config("conv_autotune", True):
-        for batch in (6, 5, 8, 7):           # 5 and 6 share the bucket 6; 7 and 8 share 8
-            xv = lz.Variable(rng.standard_normal((batch, 8, 28, 28)).astype(np.float32))
-            t0 = time.perf_counter()
-            F.conv2d(xv, w, padding=2).sum().backward()
-            entries = json.load(open(os.environ[autotune.ENV_FILE]))["entries"]
-            print(f"batch {batch:>2}: step took {(time.perf_counter() - t0) * 1e3:7.1f} ms, "
-                  f"cache holds {len(entries)} tuned products")
-    for key, entry in sorted(entries.items())[:3]:
-        print(f"  {key}\n    -> {entry['algo']}  (ms: {entry['ms']})")
-    del os.environ[autotune.ENV_FILE]
-    autotune.clear_memory()
+
+def test_accuracy(batch_size):
+    """Accuracy on the test set, fed in batches of ``batch_size``, in the current mode."""
+    correct = 0
+    with lz.no_grad():
+        for i in range(0, len(test_set), batch_size):
+            logits = model(test_set.data[i:i + batch_size])
+            correct += int((logits.data.argmax(1) == test_set.targets[i:i + batch_size]).sum())
+    return correct / len(test_set)
+
+
+for epoch in range(1, 16):
+    model.train()
+    for x, t in loader:
+        loss = criterion(model(x), t)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if epoch % 5 == 0:
+        model.eval()
+        print(f"epoch {epoch:2d}  loss {loss.item():.3f}  test accuracy (eval) "
+              f"{test_accuracy(64):.3f}")
+
+model.eval()
+print(f"\nevaluation mode: accuracy {test_accuracy(64):.3f} in batches of 64, "
+      f"{test_accuracy(4):.3f} in batches of 4 (the batch size does not matter)")
+model.train()
+lz.manual_seed(1)
+print(f"forgot eval():   accuracy {test_accuracy(64):.3f} in batches of 64, "
+      f"{test_accuracy(4):.3f} in batches of 4 (dropout noise, and batch statistics "
+      "from a few samples)")

@@ -1,72 +1,68 @@
-"""Step 35: pooling and resizing.
+"""Step 35: optimizers as objects, raced down the Rosenbrock valley.
 
-Pooling summarises each window of a feature map: ``max_pool2d`` keeps the largest value
-(and, with ``return_indices``, where it was), ``avg_pool2d`` the mean, ``lp_pool2d`` the
-p-norm, and the adaptive pools choose the windows so the output has a given size.  The
-gradient of max pooling goes only to each window's maximum (the first one on ties, as in
-PyTorch); the gradient of average pooling is spread evenly.  ``max_unpool2d`` puts values
-back where ``max_pool2d`` found them; ``interpolate`` resizes; ``pixel_shuffle`` trades
-channels for resolution.
+``lezero.optim`` holds PyTorch's optimizers with PyTorch's arguments and update rules.
+Each owns ``param_groups`` (the hyperparameters, editable) and ``state`` (per-parameter
+buffers such as Adam's moving averages); ``zero_grad()`` / ``step()`` is the whole loop.
+
+Rosenbrock's function f(x, y) = (1 - x)^2 + 100 (y - x^2)^2 has its minimum at (1, 1) at
+the bottom of a long, curved, nearly flat valley: plain gradient descent must take tiny
+steps (the walls are steep) and then crawls along the floor; momentum builds up speed
+along the floor; Adam rescales each coordinate by its gradient history.
 Run: python steps/step35.py
 """
 import numpy as np
 
 import lezero as lz
-import lezero.functions as F
+from lezero import optim
 
-image = lz.Variable(np.array([[[[1, 2, 0, 5],
-                                [3, 4, 6, 1],
-                                [0, 1, 2, 2],
-                                [7, 0, 3, 8]]]], dtype=np.float32))
-print("image (1 x 1 x 4 x 4):\n", image.data[0, 0])
 
-# Max pooling: 2x2 windows, stride 2.  Each output is its window's maximum.
-pooled, where = F.max_pool2d(image, 2, return_indices=True)
-print("max_pool2d(2):\n", pooled.data[0, 0])
-print("flat indices h * W + w of the maxima:\n", where.data[0, 0])
-assert pooled.data[0, 0].tolist() == [[4, 6], [7, 8]]
+def rosenbrock(p):
+    x, y = p[0], p[1]
+    return (1 - x) ** 2 + 100 * (y - x ** 2) ** 2
 
-# Its gradient lands on the maxima only.
-pooled.sum().backward()
-print("gradient of sum(max_pool2d(image)):\n", image.grad.data[0, 0])
-assert image.grad.data.sum() == 4
 
-# max_unpool2d puts the maxima back in place, zeros elsewhere.
-print("max_unpool2d(pooled):\n", F.max_unpool2d(pooled, where, 2).data[0, 0])
+def race(make_optimizer, steps=2000, start=(-1.5, 2.0)):
+    p = lz.Parameter(np.array(start))
+    opt = make_optimizer([p])
+    path = [p.data.copy()]
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = rosenbrock(p)
+        loss.backward()
+        opt.step()
+        path.append(p.data.copy())
+    return np.array(path), rosenbrock(p).item()
 
-# Average pooling with padding: PyTorch counts the zero padding in the divisor unless
-# count_include_pad=False.
-with_pad = F.avg_pool2d(image, 3, stride=2, padding=1)
-without = F.avg_pool2d(image, 3, stride=2, padding=1, count_include_pad=False)
-print("avg_pool2d(3, stride 2, padding 1), padding counted:\n", with_pad.data[0, 0])
-print("... padding not counted:\n", without.data[0, 0])
-assert np.isclose(without.data[0, 0, 0, 0], (1 + 2 + 3 + 4) / 4)
 
-# Adaptive pooling picks the windows: to 1 x 1 it is the global mean (or max).
-print("adaptive_avg_pool2d to 1x1:", F.adaptive_avg_pool2d(image, 1).data.item(),
-      "= mean", image.data.mean())
-print("adaptive_max_pool2d to 3x3:\n", F.adaptive_max_pool2d(image, 3).data[0, 0])
-print("lp_pool2d(p=2, 2x2): window L2 norms:\n", F.lp_pool2d(image, 2, 2).data[0, 0])
+contenders = {
+    "SGD lr=1e-3": lambda ps: optim.SGD(ps, lr=1e-3),
+    "SGD momentum 0.9": lambda ps: optim.SGD(ps, lr=1e-3, momentum=0.9),
+    "SGD Nesterov 0.9": lambda ps: optim.SGD(ps, lr=1e-3, momentum=0.9, nesterov=True),
+    "RMSprop lr=1e-2": lambda ps: optim.RMSprop(ps, lr=1e-2),
+    "Adam lr=0.05": lambda ps: optim.Adam(ps, lr=0.05),
+    "Lion lr=3e-3": lambda ps: optim.Lion(ps, lr=3e-3),
+}
+print("start (-1.5, 2.0), f = %.2f; minimum at (1, 1)" % rosenbrock(
+    lz.Variable(np.array([-1.5, 2.0]))).item())
+for name, make in contenders.items():
+    path, f = race(make)
+    dist = np.linalg.norm(path[-1] - 1.0)
+    # the first step at which the point came within 0.1 of the minimum
+    near = np.nonzero(np.linalg.norm(path - 1.0, axis=1) < 0.1)[0]
+    when = f"step {near[0]:4d}" if near.size else "never"
+    print(f"{name:18s} end ({path[-1][0]: .4f}, {path[-1][1]: .4f})  f={f:.2e}  "
+          f"|p - (1,1)|={dist:.1e}  within 0.1: {when}")
 
-# Resizing a 2x2 image to 4x4.
-small = np.array([[[[0, 1], [2, 3]]]], dtype=np.float32)
-print("interpolate nearest x2:\n", F.interpolate(small, scale_factor=2).data[0, 0])
-print("interpolate bilinear x2 (align_corners=False):\n",
-      F.interpolate(small, scale_factor=2, mode="bilinear").data[0, 0])
-print("interpolate bilinear to 3x3, align_corners=True:\n",
-      F.interpolate(small, size=(3, 3), mode="bilinear", align_corners=True).data[0, 0])
-
-# pixel_shuffle moves 4 channels of 2x2 into 1 channel of 4x4, and back.
-channels = np.arange(16, dtype=np.float32).reshape(1, 4, 2, 2)
-shuffled = F.pixel_shuffle(channels, 2)
-print("pixel_shuffle of channels 0..3 (each 2x2):\n", shuffled.data[0, 0])
-assert np.array_equal(F.pixel_unshuffle(shuffled, 2).data, channels)
-
-# Every one of these operators passes the numerical gradient check.
-x = np.random.default_rng(0).standard_normal((1, 2, 5, 5))
-for name, fn in [("max_pool2d", lambda a: F.max_pool2d(a, 3, 2, 1)),
-                 ("avg_pool2d", lambda a: F.avg_pool2d(a, 2, ceil_mode=True)),
-                 ("adaptive_max_pool2d", lambda a: F.adaptive_max_pool2d(a, (2, 3))),
-                 ("interpolate bilinear", lambda a: F.interpolate(a, size=(7, 4),
-                                                                  mode="bilinear"))]:
-    print(f"gradient_check {name}: {lz.utils.gradient_check(fn, x)}")
+# The learning rate is a group option that schedulers edit between steps.  Lion moves every
+# coordinate by exactly lr per step, so at a fixed rate it keeps hopping around the minimum;
+# decaying the rate with a cosine schedule lets it settle.
+p = lz.Parameter(np.array([-1.5, 2.0]))
+opt = optim.Lion([p], lr=2e-2)     # start high: the schedule brings it down
+sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=2000, eta_min=1e-6)
+for _ in range(2000):
+    opt.zero_grad()
+    rosenbrock(p).backward()
+    opt.step()
+    sched.step()
+print(f"Lion + cosine schedule: end ({p.data[0]:.4f}, {p.data[1]:.4f}), "
+      f"f={rosenbrock(p).item():.2e}, final lr {sched.get_last_lr()[0]:.1e}")

@@ -1,99 +1,146 @@
-"""Step 39: dropout and batch normalization, in training and in evaluation.
+"""Step 39: saving a trained model, loading it, and resuming training exactly.
 
-Two layers behave differently while training, and ``model.train()`` / ``model.eval()``
-switch them (each passes ``training=self.training`` to its operator):
-
-* ``nn.Dropout(p)`` zeroes each value with probability p and scales the rest by
-  1 / (1 - p) so the expected value is unchanged; in evaluation it is the identity.
-* ``nn.BatchNorm1d(C)`` normalises each feature with the *batch's* mean and variance while
-  training, and folds them into running averages (buffers ``running_mean`` and
-  ``running_var``, updated in place, plus ``num_batches_tracked``).  In evaluation it uses
-  those averages, so a sample's output no longer depends on the rest of its batch.
-
-Forgetting ``eval()`` before testing is a classic bug: the last part shows what it costs.
+A model's ``state_dict()`` is an ordered dict of arrays named by where they live
+(``features.0.weight``, ``classifier.4.bias``, batch norm's ``running_mean``): the
+weights alone, enough to use the model.  ``model.save(path)`` writes it atomically and
+``model.load(path)`` reads it into a model built the same way; ``load_state_dict`` says
+what is missing, what is unexpected and which shapes disagree.  To *continue training*,
+keep more: the optimizer's state (Adam's moving averages), the scheduler, the epoch,
+and the random generator (dropout masks, shuffles).  With all of it a resumed run is
+bit-for-bit the run that never stopped.  Finally, fine-tuning: reuse every weight but
+the head of a model trained for another task.
 Run: python steps/step39.py
 """
+import os
+import tempfile
+
 import numpy as np
 
 import lezero as lz
+import lezero.functions as F
 from lezero import nn, optim
-from lezero.data import DataLoader
+from lezero.random import get_rng_state, set_rng_state
 from lezero.data.datasets import Digits
+from lezero.nn import models
 
-lz.manual_seed(0)
-np.set_printoptions(precision=3, suppress=True)
-
-# 1. Dropout: random and rescaled in training, the identity in evaluation.
-drop = nn.Dropout(p=0.5)
-x = np.ones((2, 8), np.float32)
-print("training:  ", drop(x).data[0])
-print("again:     ", drop(x).data[0], "(a new mask each call)")
-big = drop(np.ones((1000, 1000), np.float32)).data
-print(f"mean over a million values: {big.mean():.4f} (the expectation is kept)")
-drop.eval()
-print("evaluation:", drop(x).data[0])
-
-# 2. Batch norm: batch statistics in training, running statistics in evaluation.
-bn = nn.BatchNorm1d(3)
-rng = np.random.default_rng(0)
-centre, spread = np.array([5.0, -2.0, 0.0]), np.array([2.0, 0.5, 1.0])
-for _ in range(50):
-    batch = (centre + spread * rng.standard_normal((32, 3))).astype(np.float32)
-    out = bn(batch)
-print("\nafter 50 training batches:")
-print("  output mean per feature", out.data.mean(axis=0), "(normalised by the batch)")
-print("  running_mean", bn.running_mean, "vs true mean", centre)
-print("  running_var ", bn.running_var, "vs true variance", spread ** 2)
-print("  num_batches_tracked", int(bn.num_batches_tracked))
-
-sample = batch[:1]
-others_a = (centre + spread * rng.standard_normal((7, 3))).astype(np.float32)
-others_b = (centre + 3 * spread * rng.standard_normal((7, 3))).astype(np.float32)
-train_a = bn(np.concatenate([sample, others_a])).data[0]
-train_b = bn(np.concatenate([sample, others_b])).data[0]
-bn.eval()
-eval_a = bn(np.concatenate([sample, others_a])).data[0]
-eval_b = bn(np.concatenate([sample, others_b])).data[0]
-print("one sample in two different batches:")
-print("  training  ", train_a, train_b, "-> depends on its batch")
-print("  evaluation", eval_a, eval_b, "-> does not")
-
-# 3. A digit classifier with both layers; test it with and without eval().
-train_set, test_set = Digits(train=True), Digits(train=False)
-model = nn.Sequential(nn.Flatten(), nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(),
-                      nn.Dropout(0.5), nn.Linear(128, 10))
-opt = optim.Adam(model.parameters(), lr=1e-3)
-criterion = nn.CrossEntropyLoss()
-loader = DataLoader(train_set, batch_size=64, shuffle=True, seed=0)
+train, test = Digits(train=True), Digits(train=False)
+x, t = train.data[:, None], train.targets
+workdir = tempfile.mkdtemp()
 
 
-def test_accuracy(batch_size):
-    """Accuracy on the test set, fed in batches of ``batch_size``, in the current mode."""
-    correct = 0
-    with lz.no_grad():
-        for i in range(0, len(test_set), batch_size):
-            logits = model(test_set.data[i:i + batch_size])
-            correct += int((logits.data.argmax(1) == test_set.targets[i:i + batch_size]).sum())
-    return correct / len(test_set)
+class DropoutLeNet(models.LeNet5):
+    """LeNet-5 with dropout before the head, so that resuming must restore the RNG."""
+
+    def __init__(self, num_classes=10):
+        super().__init__(num_classes, input_size=8)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x):
+        h = F.flatten(self.features(x), 1)
+        return self.classifier(self.drop(h))
 
 
-for epoch in range(1, 16):
+def new_run(seed=0):
+    lz.manual_seed(seed)
+    model = DropoutLeNet()
+    opt = optim.Adam(model.parameters(), lr=5e-3)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=40, gamma=0.5)
+    return model, opt, sched
+
+
+def train_epochs(model, opt, sched, first, last, batch=64):
+    """Epochs [first, last); each epoch's order comes from the epoch number alone."""
     model.train()
-    for x, t in loader:
-        loss = criterion(model(x), t)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    if epoch % 5 == 0:
-        model.eval()
-        print(f"epoch {epoch:2d}  loss {loss.item():.3f}  test accuracy (eval) "
-              f"{test_accuracy(64):.3f}")
+    for epoch in range(first, last):
+        order = np.random.default_rng(epoch).permutation(len(x))
+        for i in range(0, len(x), batch):
+            idx = order[i:i + batch]
+            loss = F.cross_entropy(model(x[idx]), t[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    return loss.item()
 
-model.eval()
-print(f"\nevaluation mode: accuracy {test_accuracy(64):.3f} in batches of 64, "
-      f"{test_accuracy(4):.3f} in batches of 4 (the batch size does not matter)")
-model.train()
-lz.manual_seed(1)
-print(f"forgot eval():   accuracy {test_accuracy(64):.3f} in batches of 64, "
-      f"{test_accuracy(4):.3f} in batches of 4 (dropout noise, and batch statistics "
-      "from a few samples)")
+
+def accuracy(model):
+    model.eval()
+    with lz.no_grad():
+        return float((model(test.data[:, None]).data.argmax(axis=1) == test.targets).mean())
+
+
+# 1. Train, save the weights, load them into a fresh model.
+model, opt, sched = new_run()
+train_epochs(model, opt, sched, 0, 6)
+acc = accuracy(model)
+path = os.path.join(workdir, "lenet.safetensors")
+model.save(path)
+print(f"trained 6 epochs: test accuracy {acc:.3f}; saved {os.path.getsize(path):,} bytes")
+keys = list(model.state_dict())
+print(f"state_dict: {len(keys)} arrays, e.g. {keys[:3]} ... {keys[-1]}")
+
+fresh = DropoutLeNet()
+fresh.load(path)
+assert accuracy(fresh) == acc
+print(f"reloaded into a fresh model: test accuracy {accuracy(fresh):.3f}")
+
+# 2. What load_state_dict reports when the model and the file disagree.
+state = lz.load(path)
+partial = {k: v for k, v in state.items() if not k.startswith("classifier.4")}
+result = fresh.load_state_dict(partial, strict=False)
+print(f"strict=False without the head: missing {result.missing_keys}")
+try:
+    fresh.load_state_dict(partial)                        # strict by default
+except KeyError as e:
+    print("strict=True refuses:", str(e)[:90], "...")
+try:
+    models.LeNet5(num_classes=5, input_size=8).load_state_dict(state)
+except ValueError as e:
+    print("a 5-class model refuses the 10-class head:", e)
+
+# 3. A full checkpoint: stop after 3 epochs, resume in fresh objects, finish at 6.
+model, opt, sched = new_run()
+train_epochs(model, opt, sched, 0, 3)
+ckpt = os.path.join(workdir, "checkpoint.npz")
+lz.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+         "scheduler": sched.state_dict(), "epoch": 3, "rng": get_rng_state()}, ckpt)
+del model, opt, sched
+
+model, opt, sched = new_run(seed=123)                 # different weights on purpose
+ck = lz.load(ckpt)
+model.load_state_dict(ck["model"])
+opt.load_state_dict(ck["optimizer"])
+sched.load_state_dict(ck["scheduler"])
+set_rng_state(ck["rng"])                               # the same dropout masks follow
+train_epochs(model, opt, sched, ck["epoch"], 6)
+
+uninterrupted, opt_u, sched_u = new_run()
+train_epochs(uninterrupted, opt_u, sched_u, 0, 6)
+same = all(np.array_equal(a, b) for a, b in zip(model.state_dict().values(),
+                                                uninterrupted.state_dict().values()))
+print(f"resumed at epoch {ck['epoch']} and finished: weights bit-identical to the "
+      f"uninterrupted run: {same}; lr now {sched.get_last_lr()[0]:.5f}")
+assert same
+
+# 4. Fine-tuning: keep the trained features, start a new 5-class head.
+five = models.LeNet5(num_classes=5, input_size=8)
+reuse = {k: v for k, v in lz.load(path).items() if not k.startswith("classifier.4")}
+missing, unexpected = five.load_state_dict(reuse, strict=False)
+print(f"fine-tuning model: reused {len(reuse)} arrays; new {missing}; unexpected "
+      f"{unexpected}")
+assert missing == ["classifier.4.weight", "classifier.4.bias"] and unexpected == []
+mask = train.targets < 5
+opt5 = optim.Adam(five.classifier[4].parameters(), lr=1e-2)   # train the head only
+for step in range(60):
+    idx = np.random.default_rng(step).choice(np.flatnonzero(mask), 64)
+    loss = F.cross_entropy(five(x[idx]), t[idx])
+    opt5.zero_grad()
+    loss.backward()
+    opt5.step()
+five.eval()
+test_mask = test.targets < 5
+with lz.no_grad():
+    pred = five(test.data[test_mask][:, None]).data.argmax(axis=1)
+head_acc = float((pred == test.targets[test_mask]).mean())
+print(f"a new head on the old features, 60 steps on digits 0-4: accuracy {head_acc:.3f}")
+assert head_acc > 0.9

@@ -1,82 +1,63 @@
-"""Step 41: checkpoints: save a training run, load it into fresh objects, resume exactly.
+"""Step 41: datasets: what a model reads, one sample at a time.
 
-``lz.save(obj, path)`` writes nested dicts/lists of arrays and plain values; the extension
-picks the format (.npz, .h5, .safetensors).  A checkpoint is the weights plus everything
-that decides the next update: the optimizer's state (Adam's moving averages and step
-count), the scheduler's position, the epoch.  Restored into fresh objects, training goes
-on bit for bit as if it had never stopped.  Writes are atomic (temporary file + rename),
-so a crash while saving never destroys the previous checkpoint.
+A map-style dataset is anything with ``__getitem__(i)`` and ``__len__``.  LeZero's
+``lezero.data`` follows ``torch.utils.data``: ``TensorDataset`` wraps arrays, ``Subset`` and
+``random_split`` carve a dataset up, ``a + b`` concatenates, and the datasets in
+``lezero.data.datasets`` range from a toy (Spiral) to real scans (Digits) and text.
+Transforms (``lezero.data.transforms``) turn a raw sample into what the model wants.
 Run: python steps/step41.py
 """
-import os
-import shutil
-import tempfile
-
 import numpy as np
 
 import lezero as lz
-import lezero.functions as F
-from lezero import optim
-from lezero.optim import lr_scheduler
+from lezero.data import Dataset, TensorDataset, random_split
+from lezero.data import transforms as T
+from lezero.data.datasets import CharDataset, Digits, Spiral
 
-rng = np.random.default_rng(0)
-x = rng.uniform(-2, 2, (64, 1)).astype(np.float32)
-y = (np.sin(2 * x) + 0.05 * rng.standard_normal((64, 1))).astype(np.float32)
+lz.manual_seed(0)
 
 
-def new_run(seed):
-    """Weights, an Adam optimizer and a step-decay schedule."""
-    r = np.random.default_rng(seed)
-    model = {"W1": lz.Parameter(r.standard_normal((1, 32)).astype(np.float32)),
-             "b1": lz.Parameter(r.uniform(-2, 2, 32).astype(np.float32)),
-             "W2": lz.Parameter((r.standard_normal((32, 1)) / 6).astype(np.float32))}
-    opt = optim.Adam(list(model.values()), lr=0.02)
-    sched = lr_scheduler.StepLR(opt, step_size=100, gamma=0.5)
-    return model, opt, sched
+class Squares(Dataset):
+    """The smallest dataset: sample i is (i, i squared)."""
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        if not 0 <= i < 5:
+            raise IndexError(i)
+        return i, i * i
 
 
-def train(model, opt, sched, steps):
-    for _ in range(steps):
-        opt.zero_grad()
-        pred = F.matmul(F.tanh(F.matmul(lz.Variable(x), model["W1"]) + model["b1"]), model["W2"])
-        loss = F.sum((pred - y) ** 2) / len(x)
-        loss.backward()
-        opt.step()
-        sched.step()
-    return loss.item()
+print("Squares:", [Squares()[i] for i in range(len(Squares()))])
+both = Squares() + Squares()
+print("Squares + Squares has", len(both), "samples; sample 7 is", both[7])
 
+# Arrays in memory: sample i is (x[i], t[i]).
+x, t = np.arange(12, dtype=np.float32).reshape(6, 2), np.array([0, 1, 0, 1, 1, 0])
+pairs = TensorDataset(x, t)
+print("TensorDataset sample 4:", pairs[4])
 
-# One uninterrupted run of 300 steps.
-model, opt, sched = new_run(seed=1)
-loss = train(model, opt, sched, 300)
-final = {name: p.data.copy() for name, p in model.items()}
-print(f"uninterrupted: 300 steps, loss {loss:.5f}, lr {sched.get_last_lr()[0]:.4f}")
+# The spiral toy problem: 300 points, 3 classes.
+spiral = Spiral()
+point, label = spiral[0]
+print(f"Spiral: {len(spiral)} points, first {point.round(3)} of class {label}, "
+      f"class counts {np.bincount(spiral.targets).tolist()}")
 
-# The same run, stopped after 120 steps and saved in each format.
-workdir = tempfile.mkdtemp()
-model, opt, sched = new_run(seed=1)
-train(model, opt, sched, 120)
-checkpoint = {"model": model, "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
-              "step": 120}
-for ext in ("npz", "h5", "safetensors"):
-    path = os.path.join(workdir, f"run.{ext}")
-    lz.save(checkpoint, path)
-    print(f"saved {os.path.basename(path):16s} {os.path.getsize(path):6d} bytes")
+# Real data: scikit-learn's 8x8 handwritten digits, with a train/validation split.
+digits = Digits(train=True)
+train, val = random_split(digits, [0.8, 0.2], generator=np.random.default_rng(0))
+print(f"Digits: {len(digits)} train images -> {len(train)} train + {len(val)} validation;"
+      f" pixel range [{digits.data.min():.1f}, {digits.data.max():.1f}]")
 
-# Resume from each file into fresh objects (built from a different seed on purpose).
-for ext in ("npz", "h5", "safetensors"):
-    ck = lz.load(os.path.join(workdir, f"run.{ext}"))
-    fresh, opt2, sched2 = new_run(seed=99)
-    for name, p in fresh.items():
-        p.data[...] = ck["model"][name]
-    opt2.load_state_dict(ck["optimizer"])
-    sched2.load_state_dict(ck["scheduler"])
-    resumed = train(fresh, opt2, sched2, 300 - ck["step"])
-    same = all(np.array_equal(fresh[name].data, final[name]) for name in final)
-    print(f"resumed from .{ext:12s} at step {ck['step']}: loss {resumed:.5f}, "
-          f"weights bit-identical to the uninterrupted run: {same}")
-    assert same
+# A transform pipeline: shift the digit by up to one pixel, then add a channel axis.
+augment = T.Compose([T.RandomCrop(8, padding=1), T.ToCHW()])
+shifted = Digits(train=True, transform=augment)
+img, label = shifted[0]
+print("augmented digit:", img.shape, img.dtype, "label", label)
 
-state = ck["optimizer"]["state"][0]
-print("what Adam keeps per parameter:", sorted(state), "step =", state["step"])
-shutil.rmtree(workdir)
+# Text: windows of characters for a character-level language model.
+text = CharDataset(seq_len=24)
+xs, ys = text[100]
+print(f"corpus: {len(text.text)} characters, vocabulary of {text.vocab_size}")
+print(f"  input  {text.decode(xs)!r}\n  target {text.decode(ys)!r}")

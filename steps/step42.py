@@ -1,123 +1,79 @@
-"""Step 42: RNN and LSTM on a sine wave, trained with truncated backpropagation in time.
+"""Step 42: the DataLoader: batches, shuffling, and worker processes.
 
-A recurrent network reads a sequence one step at a time, carrying a state: here it sees
-y(t) of a noisy sine and predicts y(t + 1).  Backpropagating through all 1000 steps would
-keep the whole history in memory; *truncated* backprop trains on windows of ``bptt``
-steps: after each window's backward the graph behind the state is cut
-(``loss.unchain_backward()``), so the next window starts from the state's *value*
-without a path back into the previous window.
-
-Two ways to run the same model (from the same initial weights, so their first epochs agree
-to the printed digits):
-1. step by step with ``nn.LSTMCell``, as a textbook (and DeZero) writes it;
-2. one window at a time with ``nn.LSTM``, whose fused operator runs the whole window in
-   one Function (its backward is hand-written BPTT): the same maths, far fewer Python calls.
+``DataLoader(dataset, batch_size, shuffle, num_workers, seed)`` stacks samples into NumPy
+batches.  With ``num_workers > 0`` worker processes build batches ahead of time and hand
+them back through shared memory.  Everything random (the order, and whatever transforms
+draw from ``lezero.data.get_rng()``) comes from ``seed``, so the batches are the same
+whatever the number of workers.  A worker's exception reaches the main process with its
+traceback; leaving a loop early stops the workers.
 Run: python steps/step42.py
 """
+import multiprocessing
+import os
 import time
 
 import numpy as np
 
-import lezero as lz
-import lezero.functions as F
-from lezero import nn, optim
-from lezero.data.datasets import SinCurve
-
-train_set, test_set = SinCurve(train=True), SinCurve(train=False)
-xs, ts = train_set.data, train_set.targets          # (1000, 1) each: y(t) and y(t + 1)
-hidden, bptt = 32, 30
+from lezero.data import DataLoader, Dataset, get_rng
 
 
-class CellModel(nn.Module):
-    """LSTMCell + Linear read-out, fed one time step per call (state kept inside)."""
+class NoisyRange(Dataset):
+    """Sample i is (i, noise, pid): the noise is an 'augmentation' drawn per batch."""
 
-    def __init__(self):
-        super().__init__()
-        self.cell = nn.LSTMCell(1, hidden)
-        self.fc = nn.Linear(hidden, 1)
-        self.state = None
+    def __init__(self, n, delay=0.0, corrupt=None):
+        self.n, self.delay, self.corrupt = n, delay, corrupt
 
-    def reset_state(self):
-        self.state = None
+    def __len__(self):
+        return self.n
 
-    def forward(self, x):                 # x: (1, 1), one time step of a batch of one
-        self.state = self.cell(x, self.state)
-        return self.fc(self.state[0])
-
-
-class SequenceModel(nn.Module):
-    """nn.LSTM over a whole window + Linear read-out at every step."""
-
-    def __init__(self):
-        super().__init__()
-        self.lstm = nn.LSTM(1, hidden)
-        self.fc = nn.Linear(hidden, 1)
-
-    def forward(self, x, state=None):     # x: (T, 1, 1)
-        out, state = self.lstm(x, state)
-        return self.fc(out), state
+    def __getitem__(self, i):
+        if self.delay:
+            time.sleep(self.delay)           # stands in for decoding a file
+        if i == self.corrupt:
+            raise ValueError("sample 13 is corrupt")
+        return i, get_rng().normal(), os.getpid()
 
 
-# 1. Step by step: accumulate the loss over ``bptt`` steps, then backward and cut.
-lz.manual_seed(0)
-model = CellModel()
-opt = optim.Adam(model.parameters(), lr=0.002)
-t0 = time.perf_counter()
-for epoch in range(2):
-    model.reset_state()
-    loss, count, total = 0, 0, 0.0
-    for i, (x, t) in enumerate(zip(xs, ts)):
-        loss = loss + F.mse_loss(model(x.reshape(1, 1)), t.reshape(1, 1))
-        count += 1
-        if count == bptt or i + 1 == len(xs):
-            loss = loss / count           # the window's mean squared error
-            opt.zero_grad()
-            loss.backward()
-            loss.unchain_backward()       # the state is now a leaf: the window is cut off
-            opt.step()
-            total += loss.item() * count
-            loss, count = 0, 0
-    h = model.state[0]
-    print(f"cells  epoch {epoch + 1}  loss {total / len(xs):.4f}  state is a leaf: "
-          f"{h.creator is None}")
-cell_time = (time.perf_counter() - t0) / 2
+def run(num_workers, **kw):
+    loader = DataLoader(NoisyRange(20), batch_size=6, shuffle=True, seed=47,
+                        num_workers=num_workers, **kw)
+    return [(idx.tolist(), noise.round(4).tolist(), set(pid.tolist()))
+            for idx, noise, pid in loader]
 
-# 2. A window at a time with the fused nn.LSTM.  Its final state (h, c) is an output of
-#    the fused operator next to the sequence; the loss reaches the operator through the
-#    sequence, so ``loss.unchain_backward()`` cuts the operator off from its inputs, and
-#    ``unchain()`` makes the carried state a leaf as well.
-lz.manual_seed(0)
-model = SequenceModel()
-opt = optim.Adam(model.parameters(), lr=0.002)
-seq_x, seq_t = xs.reshape(-1, 1, 1), ts.reshape(-1, 1, 1)
-t0 = time.perf_counter()
-epochs = 60
-for epoch in range(epochs):
-    state, total = None, 0.0
-    for start in range(0, len(seq_x), bptt):
-        y, state = model(seq_x[start:start + bptt], state)
-        loss = F.mse_loss(y, seq_t[start:start + bptt])
-        opt.zero_grad()
-        loss.backward()
-        loss.unchain_backward()
-        for s in state:
-            s.unchain()
-        opt.step()
-        total += loss.item() * len(y)
-    if epoch < 2 or (epoch + 1) % 20 == 0:
-        print(f"fused  epoch {epoch + 1}  loss {total / len(xs):.4f}")
-fused_time = (time.perf_counter() - t0) / epochs
-print("(the same initial weights and windows: epochs 1 and 2 match the cells' losses)")
-print(f"seconds per epoch: cells {cell_time:.2f}, fused {fused_time:.3f} "
-      f"({cell_time / fused_time:.0f}x faster)")
 
-# 3. One-step-ahead prediction on the noise-free curve, the state carried throughout.
-with lz.no_grad():
-    pred, _ = model(test_set.data.reshape(-1, 1, 1))
-pred = pred.data.reshape(-1)
-target = test_set.targets.reshape(-1)
-print(f"test mean squared error: {np.mean((pred - target) ** 2):.5f} (the training noise "
-      f"alone has variance {0.1 ** 2 / 12:.5f})")
-print("t      ", np.arange(0, 1000, 125))
-print("predict", np.round(pred[::125], 2))
-print("target ", np.round(target[::125], 2))
+if __name__ == "__main__":
+    single = run(0)
+    print("batches of indices (num_workers=0):", [b[0] for b in single])
+    for w in (1, 2):
+        multi = run(w)
+        same = [b[:2] for b in multi] == [b[:2] for b in single]
+        pids = set().union(*(b[2] for b in multi))
+        print(f"num_workers={w}: same indices and noise as 0 workers: {same}; "
+              f"built by {len(pids)} process(es) other than this one: {os.getpid() not in pids}")
+
+    loader = DataLoader(NoisyRange(20), batch_size=6, shuffle=True, seed=47)
+    first, second = [b[0].tolist() for b in loader], [b[0].tolist() for b in loader]
+    print("a second pass is a new epoch, a new order:", first != second,
+          "| same samples:", sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(20)))
+
+    # Workers overlap slow reads: 64 samples of 10 ms each.
+    for w in (0, 2):
+        slow = DataLoader(NoisyRange(64, delay=0.01), batch_size=4, num_workers=w)
+        t0 = time.perf_counter()
+        n = sum(len(b[0]) for b in slow)
+        print(f"  {n} slow samples with {w} workers: {time.perf_counter() - t0:.2f} s")
+
+    # A failing sample: the worker's traceback comes with the error.
+    try:
+        for batch in DataLoader(NoisyRange(20, corrupt=13), batch_size=4, num_workers=2):
+            pass
+    except ValueError as e:
+        lines = str(e).splitlines()
+        print("worker error reached the main process:", lines[0])
+        print("  ...", lines[-1])
+
+    # Leaving early: the workers are gone as soon as the loop is.
+    for k, batch in enumerate(DataLoader(NoisyRange(20), batch_size=2, num_workers=2)):
+        if k == 1:
+            break
+    print("worker processes left after break:", len(multiprocessing.active_children()))

@@ -4,13 +4,12 @@ Padding a batch of sequences to its longest member wastes the padded positions. 
 batches mix short and long sequences and waste a lot; ``BucketBatchSampler`` batches
 sequences of similar length together (while still shuffling) and reports the waste.
 """
-import numbers
 
 import numpy as np
 
 from lezero.data._random import check_generator, draw_seed
 from lezero.data.collate import default_collate
-from lezero.data.sampler import Sampler
+from lezero.data.sampler import Sampler, positive_int
 
 __all__ = ["BucketBatchSampler", "PadCollate", "pad_sequence", "padding_waste"]
 
@@ -52,9 +51,7 @@ class BucketBatchSampler(Sampler):
                              f"non-negative ints, got dtype {lengths.dtype} shape "
                              f"{lengths.shape}")
         for name, value in (("batch_size", batch_size), ("bucket_size", bucket_size)):
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"BucketBatchSampler: {name} must be a positive integer, "
-                                 f"got {value!r}")
+            positive_int("BucketBatchSampler", name, value)
         self.lengths = lengths
         self.batch_size = int(batch_size)
         self.drop_last = bool(drop_last)

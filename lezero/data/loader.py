@@ -8,7 +8,6 @@ are the same whatever ``num_workers`` is.  ``seed=None`` draws the seed from LeZ
 process generator when the loader is made, so ``lz.manual_seed`` reproduces the run.
 """
 import multiprocessing
-import numbers
 
 from lezero.data._fetch import IterableFetcher, MapFetcher, batch_stream
 from lezero.data._random import SHUFFLE, draw_seed, stream
@@ -16,6 +15,7 @@ from lezero.data._workers import WorkerPool, finalizer
 from lezero.data.collate import default_collate, default_convert
 from lezero.data.dataset import IterableDataset
 from lezero.data.sampler import BatchSampler, RandomSampler, SequentialSampler
+from lezero.utils.checks import check_bools, check_callable, check_int, check_number
 
 __all__ = ["DataLoader"]
 
@@ -37,25 +37,8 @@ class DataLoader:
                  num_workers=0, collate_fn=None, drop_last=False, prefetch_factor=2,
                  persistent_workers=False, timeout=0, worker_init_fn=None, seed=None,
                  multiprocessing_context=None):
-        _check_int("num_workers", num_workers, 0)
-        _check_int("prefetch_factor", prefetch_factor, 1)
-        if batch_size is not None:
-            _check_int("batch_size", batch_size, 1)
-        if not isinstance(timeout, numbers.Real) or timeout < 0:
-            raise ValueError(f"DataLoader: timeout must be a non-negative number of seconds, "
-                             f"got {timeout!r}")
-        for name, value in (("shuffle", shuffle), ("drop_last", drop_last),
-                            ("persistent_workers", persistent_workers)):
-            if not isinstance(value, bool):
-                raise TypeError(f"DataLoader: {name} must be a bool, got {value!r}")
-        if persistent_workers and num_workers == 0:
-            raise ValueError("DataLoader: persistent_workers=True needs num_workers > 0")
-        if seed is not None:
-            _check_int("seed", seed, 0)
-        for name, fn in (("collate_fn", collate_fn), ("worker_init_fn", worker_init_fn)):
-            if fn is not None and not callable(fn):
-                raise TypeError(f"DataLoader: {name} must be callable, got "
-                                f"{type(fn).__name__}")
+        _check_arguments(num_workers, prefetch_factor, batch_size, timeout, shuffle, drop_last,
+                         persistent_workers, seed, collate_fn, worker_init_fn)
         self.dataset = dataset
         self.num_workers = int(num_workers)
         self.prefetch_factor = int(prefetch_factor)
@@ -73,24 +56,8 @@ class DataLoader:
             raise TypeError(f"DataLoader: dataset must be a map-style Dataset (with "
                             f"__getitem__) or an IterableDataset, got "
                             f"{type(dataset).__name__}")
-        if batch_sampler is not None:
-            if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("DataLoader: batch_sampler is mutually exclusive with "
-                                 "batch_size, shuffle, sampler and drop_last")
-            batch_size, drop_last = None, False
-        elif batch_size is None and drop_last:
-            raise ValueError("DataLoader: drop_last=True needs a batch_size")
-        if sampler is not None and shuffle:
-            raise ValueError("DataLoader: sampler is mutually exclusive with shuffle")
-        if sampler is None and not self._iterable:
-            sampler = (RandomSampler(dataset, generator=stream(self.seed, SHUFFLE)) if shuffle
-                       else SequentialSampler(dataset))
-        if batch_sampler is None and batch_size is not None and not self._iterable:
-            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
-        for name, s in (("sampler", sampler), ("batch_sampler", batch_sampler)):
-            if s is not None and not hasattr(s, "__iter__"):
-                raise TypeError(f"DataLoader: {name} must be iterable, got "
-                                f"{type(s).__name__}")
+        sampler, batch_sampler, batch_size, drop_last = self._samplers(
+            batch_size, shuffle, sampler, batch_sampler, drop_last)
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.sampler = sampler
@@ -102,6 +69,29 @@ class DataLoader:
         self.collate_fn = collate_fn
         self._epoch = -1
         self._iterator = None
+
+    def _samplers(self, batch_size, shuffle, sampler, batch_sampler, drop_last):
+        """The index sampler and the batch sampler the arguments describe (checked for
+        conflicts), with batch_size and drop_last as they then apply."""
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler is mutually exclusive with "
+                                 "batch_size, shuffle, sampler and drop_last")
+            batch_size, drop_last = None, False
+        elif batch_size is None and drop_last:
+            raise ValueError("DataLoader: drop_last=True needs a batch_size")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler is mutually exclusive with shuffle")
+        if sampler is None and not self._iterable:
+            sampler = (RandomSampler(self.dataset, generator=stream(self.seed, SHUFFLE))
+                       if shuffle else SequentialSampler(self.dataset))
+        if batch_sampler is None and batch_size is not None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+        for name, s in (("sampler", sampler), ("batch_sampler", batch_sampler)):
+            if s is not None and not hasattr(s, "__iter__"):
+                raise TypeError(f"DataLoader: {name} must be iterable, got "
+                                f"{type(s).__name__}")
+        return sampler, batch_sampler, batch_size, drop_last
 
     # ----- iteration ---------------------------------------------------------------------
     def __iter__(self):
@@ -265,9 +255,30 @@ class _MultiProcessIter:
         self._pool.shutdown()
 
 
-def _check_int(name, value, low):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+def _check_count(name, value, low):
+    """An int (TypeError otherwise) of at least ``low`` (ValueError otherwise)."""
+    if check_int("DataLoader", name, value) < low:
         raise ValueError(f"DataLoader: {name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_arguments(num_workers, prefetch_factor, batch_size, timeout, shuffle, drop_last,
+                     persistent_workers, seed, collate_fn, worker_init_fn):
+    """The checks of the constructor's arguments taken one by one."""
+    _check_count("num_workers", num_workers, 0)
+    _check_count("prefetch_factor", prefetch_factor, 1)
+    if batch_size is not None:
+        _check_count("batch_size", batch_size, 1)
+    if check_number("DataLoader", "timeout", timeout) < 0:
+        raise ValueError(f"DataLoader: timeout must be a non-negative number of seconds, "
+                         f"got {timeout!r}")
+    check_bools("DataLoader", shuffle=shuffle, drop_last=drop_last,
+                persistent_workers=persistent_workers)
+    if persistent_workers and num_workers == 0:
+        raise ValueError("DataLoader: persistent_workers=True needs num_workers > 0")
+    if seed is not None:
+        _check_count("seed", seed, 0)
+    check_callable("DataLoader", "collate_fn", collate_fn, allow_none=True)
+    check_callable("DataLoader", "worker_init_fn", worker_init_fn, allow_none=True)
 
 
 def _context(ctx):

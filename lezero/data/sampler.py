@@ -9,6 +9,7 @@ import numbers
 import numpy as np
 
 from lezero.data._random import check_generator, draw_seed
+from lezero.utils.checks import check_bool, check_int
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler", "DistributedSampler"]
@@ -24,12 +25,12 @@ class Sampler:
         raise TypeError(f"{type(self).__name__} has no length")
 
 
-def _positive_int(owner, name, value, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value <= 0:
+def positive_int(owner, name, value, allow_none=False):
+    """An int (TypeError otherwise) above 0 (ValueError otherwise), or None if allowed."""
+    value = check_int(owner, name, value, allow_none=allow_none)
+    if value is not None and value <= 0:
         raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
-    return int(value)
+    return value
 
 
 def _epoch_rng(generator):
@@ -57,11 +58,10 @@ class RandomSampler(Sampler):
     """
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
-        if not isinstance(replacement, bool):
-            raise TypeError(f"RandomSampler: replacement must be a bool, got {replacement!r}")
+        check_bool("RandomSampler", "replacement", replacement)
         self.data_source = data_source
         self.replacement = replacement
-        self._num_samples = _positive_int("RandomSampler", "num_samples", num_samples, True)
+        self._num_samples = positive_int("RandomSampler", "num_samples", num_samples, True)
         self.generator = check_generator("RandomSampler", generator)
 
     @property
@@ -109,10 +109,8 @@ class WeightedRandomSampler(Sampler):
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise ValueError("WeightedRandomSampler: weights must be finite, non-negative "
                              "and not all zero")
-        if not isinstance(replacement, bool):
-            raise TypeError(f"WeightedRandomSampler: replacement must be a bool, "
-                            f"got {replacement!r}")
-        self.num_samples = _positive_int("WeightedRandomSampler", "num_samples", num_samples)
+        check_bool("WeightedRandomSampler", "replacement", replacement)
+        self.num_samples = positive_int("WeightedRandomSampler", "num_samples", num_samples)
         if not replacement and self.num_samples > np.count_nonzero(w):
             raise ValueError(f"WeightedRandomSampler: cannot draw {self.num_samples} samples "
                              f"without replacement from {np.count_nonzero(w)} non-zero "
@@ -136,9 +134,8 @@ class BatchSampler(Sampler):
     the last, shorter list is dropped."""
 
     def __init__(self, sampler, batch_size, drop_last):
-        self.batch_size = _positive_int("BatchSampler", "batch_size", batch_size)
-        if not isinstance(drop_last, bool):
-            raise TypeError(f"BatchSampler: drop_last must be a bool, got {drop_last!r}")
+        self.batch_size = positive_int("BatchSampler", "batch_size", batch_size)
+        check_bool("BatchSampler", "drop_last", drop_last)
         self.sampler = sampler
         self.drop_last = drop_last
 
@@ -179,7 +176,7 @@ class DistributedSampler(Sampler):
             world = _parallel_world()
             num_replicas = world.size if num_replicas is None else num_replicas
             rank = world.rank if rank is None else rank
-        self.num_replicas = _positive_int("DistributedSampler", "num_replicas", num_replicas)
+        self.num_replicas = positive_int("DistributedSampler", "num_replicas", num_replicas)
         if not isinstance(rank, numbers.Integral) or not 0 <= rank < self.num_replicas:
             raise ValueError(f"DistributedSampler: rank must be in [0, {self.num_replicas}), "
                              f"got {rank!r}")

@@ -19,6 +19,7 @@ import numbers
 import numpy as np
 
 from lezero.data._random import check_generator, get_rng
+from lezero.utils.checks import check_number
 
 __all__ = ["Compose", "Lambda", "RandomApply", "ToFloat", "ToCHW", "Normalize", "Pad",
            "CenterCrop", "RandomCrop", "RandomHorizontalFlip", "RandomVerticalFlip",
@@ -68,9 +69,10 @@ class _Random:
 
 
 def _check_p(owner, p):
-    if not isinstance(p, numbers.Real) or not 0 <= p <= 1:
+    p = check_number(owner, "p", p)
+    if not 0 <= p <= 1:
         raise ValueError(f"{owner}: p must be a probability in [0, 1], got {p!r}")
-    return float(p)
+    return p
 
 
 class RandomApply(_Random):

@@ -1,7 +1,8 @@
 """Metrics (not differentiable): ``accuracy``."""
 from lezero.core import Variable
-from lezero.functions._utils import check_variable, xp_of
+from lezero.functions.common import xp_of
 from lezero.functions.registry import register
+from lezero.utils.checks import check_array
 
 __all__ = ["accuracy"]
 
@@ -15,8 +16,8 @@ def accuracy(y, t):
     (N, d1, ...).  Ties go to the lowest class index.  Returns a constant 0-dim Variable
     in ``y``'s floating dtype (float32 for integer scores).
     """
-    scores = check_variable("accuracy", "y", y)
-    target = check_variable("accuracy", "t", t)
+    scores = check_array("accuracy", "y", y)
+    target = check_array("accuracy", "t", t)
     if scores.ndim < 2:
         raise ValueError(f"accuracy: y must have shape (N, C, ...), got shape {scores.shape}")
     if target.dtype.kind not in "iu":

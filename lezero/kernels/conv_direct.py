@@ -16,8 +16,9 @@ channel-major (``o * N + n``); the serial ``*_planes`` functions release the GIL
 """
 import numpy as np
 
+from lezero.kernels import jit, prange
 from lezero.kernels.conv_launch import launch
-from lezero.kernels.im2col import _valid_range
+from lezero.kernels.im2col import _valid_range, _valid_range_nb, use_kernel
 
 
 # ----- NumPy references ------------------------------------------------------------------
@@ -80,163 +81,170 @@ def direct_grad_weight_ref(x, gy, gw, geo, groups):
 
 # ----- Numba kernels ---------------------------------------------------------------------
 
-try:
-    from numba import njit, prange
-except ImportError:
-    njit = None
+@jit(cache=True, inline="always")
+def _axpy(dst, src, a):
+    """dst += a * src over 1-D rows (inlined, so each call site keeps its row's layout:
+    a contiguous slice types as such and the loop vectorises)."""
+    for j in range(dst.shape[0]):
+        dst[j] += a * src[j]
 
-if njit is not None:
-    from lezero.kernels.im2col import _valid_range_nb
 
-    @njit(cache=True, nogil=True)
-    def forward_planes(x, w, y, geo, groups, first, stop):
-        """Output planes ``o * N + n`` in [first, stop), each summed in an L1 buffer."""
-        N, C, H, W = x.shape
-        O, cg = w.shape[0], w.shape[1]
-        Ho, Wo = y.shape[2], y.shape[3]
-        kh, kw, sh, sw, ph, pw, dh, dw = geo
-        og = O // groups
-        acc = np.empty((Ho, Wo), dtype=y.dtype)
-        for p in range(first, stop):
-            o = p // N
-            n = p - o * N
-            c0 = (o // og) * cg
-            acc[:, :] = 0
-            for ci in range(cg):
-                for a in range(kh):
-                    r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
-                    for b in range(kw):
-                        q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
-                        wv = w[o, ci, a, b]
-                        off = b * dw - pw
-                        for oh in range(r0, r1):
-                            # row views: plain 1-D loops that LLVM vectorises (2-D
-                            # indexing with a possibly negative offset does not)
-                            dst = acc[oh, q0:q1]
-                            ih = oh * sh + a * dh - ph
-                            if sw == 1:     # a contiguous slice types as such: it vectorises
-                                src = x[n, c0 + ci, ih, q0 + off:q1 + off]
-                                for j in range(q1 - q0):
-                                    dst[j] += wv * src[j]
-                            else:
-                                srs = x[n, c0 + ci, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                                for j in range(q1 - q0):
-                                    dst[j] += wv * srs[j]
-            y[n, o, :, :] = acc
+@jit(cache=True, inline="always")
+def _dot(u, v):
+    total = 0.0
+    for j in range(u.shape[0]):
+        total += u[j] * v[j]
+    return total
 
-    @njit(cache=True, parallel=True)
-    def forward_nb(x, w, y, geo, groups):
-        for p in prange(w.shape[0] * x.shape[0]):
-            forward_planes(x, w, y, geo, groups, p, p + 1)
 
-    @njit(cache=True, nogil=True)
-    def grad_input_planes(gy, w, gx, geo, groups, first, stop):
-        """Input-gradient planes ``c * N + n`` in [first, stop)."""
-        N, O, Ho, Wo = gy.shape
-        C, H, W = gx.shape[1], gx.shape[2], gx.shape[3]
-        cg = w.shape[1]
-        kh, kw, sh, sw, ph, pw, dh, dw = geo
-        og = O // groups
-        acc = np.empty((H, W), dtype=gx.dtype)
-        for p in range(first, stop):
-            c = p // N
-            n = p - c * N
-            g = c // cg
-            ci = c - g * cg
-            acc[:, :] = 0
-            for oi in range(og):
-                o = g * og + oi
-                for a in range(kh):
-                    r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
-                    for b in range(kw):
-                        q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
-                        wv = w[o, ci, a, b]
-                        off = b * dw - pw
-                        for oh in range(r0, r1):
-                            src = gy[n, o, oh, q0:q1]
-                            ih = oh * sh + a * dh - ph
-                            if sw == 1:
-                                dst = acc[ih, q0 + off:q1 + off]
-                                for j in range(q1 - q0):
-                                    dst[j] += wv * src[j]
-                            else:
-                                dss = acc[ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                                for j in range(q1 - q0):
-                                    dss[j] += wv * src[j]
-            gx[n, c, :, :] = acc
-
-    @njit(cache=True, parallel=True)
-    def grad_input_nb(gy, w, gx, geo, groups):
-        for p in prange(gx.shape[1] * gy.shape[0]):
-            grad_input_planes(gy, w, gx, geo, groups, p, p + 1)
-
-    @njit(cache=True, nogil=True, fastmath=True)
-    def grad_weight_planes(x, gy, gw, geo, groups, first, stop):
-        """Weight entries of the (o, c) pairs ``o * cg + ci`` in [first, stop): dot
-        products over the batch and the output plane (fastmath lets them vectorize)."""
-        N, C, H, W = x.shape
-        O, Ho, Wo = gy.shape[1], gy.shape[2], gy.shape[3]
-        cg = gw.shape[1]
-        kh, kw, sh, sw, ph, pw, dh, dw = geo
-        og = O // groups
-        for p in range(first, stop):
-            o = p // cg
-            ci = p - o * cg
-            c = (o // og) * cg + ci
+@jit(cache=True, nogil=True)
+def forward_planes(x, w, y, geo, groups, first, stop):
+    """Output planes ``o * N + n`` in [first, stop), each summed in an L1 buffer."""
+    N, C, H, W = x.shape
+    O, cg = w.shape[0], w.shape[1]
+    Ho, Wo = y.shape[2], y.shape[3]
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    og = O // groups
+    acc = np.empty((Ho, Wo), dtype=y.dtype)
+    for p in range(first, stop):
+        o = p // N
+        n = p - o * N
+        c0 = (o // og) * cg
+        acc[:, :] = 0
+        for ci in range(cg):
             for a in range(kh):
                 r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
                 for b in range(kw):
                     q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                    wv = w[o, ci, a, b]
                     off = b * dw - pw
-                    total = 0.0
-                    for n in range(N):
-                        for oh in range(r0, r1):
-                            g_row = gy[n, o, oh, q0:q1]
-                            ih = oh * sh + a * dh - ph
-                            if sw == 1:
-                                x_row = x[n, c, ih, q0 + off:q1 + off]
-                                for j in range(q1 - q0):
-                                    total += g_row[j] * x_row[j]
-                            else:
-                                x_rs = x[n, c, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
-                                for j in range(q1 - q0):
-                                    total += g_row[j] * x_rs[j]
-                    gw[o, ci, a, b] += total
+                    for oh in range(r0, r1):
+                        # row views: plain 1-D loops that LLVM vectorises (2-D
+                        # indexing with a possibly negative offset does not)
+                        dst = acc[oh, q0:q1]
+                        ih = oh * sh + a * dh - ph
+                        if sw == 1:     # a contiguous slice types as such: it vectorises
+                            _axpy(dst, x[n, c0 + ci, ih, q0 + off:q1 + off], wv)
+                        else:
+                            _axpy(dst, x[n, c0 + ci, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw],
+                                  wv)
+        y[n, o, :, :] = acc
 
-    @njit(cache=True, parallel=True)
-    def grad_weight_nb(x, gy, gw, geo, groups):
-        for p in prange(gw.shape[0] * gw.shape[1]):
-            grad_weight_planes(x, gy, gw, geo, groups, p, p + 1)
+@jit(cache=True, parallel=True)
+def forward_nb(x, w, y, geo, groups):
+    for p in prange(w.shape[0] * x.shape[0]):
+        forward_planes(x, w, y, geo, groups, p, p + 1)
+
+@jit(cache=True, nogil=True)
+def grad_input_planes(gy, w, gx, geo, groups, first, stop):
+    """Input-gradient planes ``c * N + n`` in [first, stop)."""
+    N, O, Ho, Wo = gy.shape
+    H, W = gx.shape[2], gx.shape[3]
+    cg = w.shape[1]
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    og = O // groups
+    acc = np.empty((H, W), dtype=gx.dtype)
+    for p in range(first, stop):
+        c = p // N
+        n = p - c * N
+        g = c // cg
+        ci = c - g * cg
+        acc[:, :] = 0
+        for oi in range(og):
+            o = g * og + oi
+            for a in range(kh):
+                r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
+                for b in range(kw):
+                    q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                    wv = w[o, ci, a, b]
+                    off = b * dw - pw
+                    for oh in range(r0, r1):
+                        src = gy[n, o, oh, q0:q1]
+                        ih = oh * sh + a * dh - ph
+                        if sw == 1:
+                            _axpy(acc[ih, q0 + off:q1 + off], src, wv)
+                        else:
+                            _axpy(acc[ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw], src, wv)
+        gx[n, c, :, :] = acc
+
+@jit(cache=True, parallel=True)
+def grad_input_nb(gy, w, gx, geo, groups):
+    for p in prange(gx.shape[1] * gy.shape[0]):
+        grad_input_planes(gy, w, gx, geo, groups, p, p + 1)
+
+@jit(cache=True, nogil=True, fastmath=True)
+def grad_weight_planes(x, gy, gw, geo, groups, first, stop):
+    """Weight entries of the (o, c) pairs ``o * cg + ci`` in [first, stop): dot
+    products over the batch and the output plane (fastmath lets them vectorize)."""
+    N, C, H, W = x.shape
+    O, Ho, Wo = gy.shape[1], gy.shape[2], gy.shape[3]
+    cg = gw.shape[1]
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    og = O // groups
+    for p in range(first, stop):
+        o = p // cg
+        ci = p - o * cg
+        c = (o // og) * cg + ci
+        for a in range(kh):
+            r0, r1 = _valid_range_nb(Ho, sh, a * dh - ph, H)
+            for b in range(kw):
+                q0, q1 = _valid_range_nb(Wo, sw, b * dw - pw, W)
+                off = b * dw - pw
+                total = 0.0
+                for n in range(N):
+                    for oh in range(r0, r1):
+                        g_row = gy[n, o, oh, q0:q1]
+                        ih = oh * sh + a * dh - ph
+                        if sw == 1:
+                            total += _dot(g_row, x[n, c, ih, q0 + off:q1 + off])
+                        else:
+                            x_row = x[n, c, ih, q0 * sw + off:(q1 - 1) * sw + off + 1:sw]
+                            total += _dot(g_row, x_row)
+                gw[o, ci, a, b] += total
+
+@jit(cache=True, parallel=True)
+def grad_weight_nb(x, gy, gw, geo, groups):
+    for p in prange(gw.shape[0] * gw.shape[1]):
+        grad_weight_planes(x, gy, gw, geo, groups, p, p + 1)
 
 
-def _numba_ok(a, use_numba):
-    return njit is not None and use_numba and isinstance(a, np.ndarray)
-
-
-def direct_forward(x, w, y, geo, groups, use_numba=True):
-    """``y`` (any contents; fully written by the kernel, zeroed for the reference)."""
-    if not _numba_ok(x, use_numba):
-        y[...] = 0
-        return direct_forward_ref(x, w, y, geo, groups)
+def direct_forward_numba(x, w, y, geo, groups):
     launch(forward_nb, forward_planes, y.size * w.shape[1] * geo[0] * geo[1],
            w.shape[0] * x.shape[0], x, w, y, tuple(geo), groups)
     return y
 
 
-def direct_grad_input(gy, w, gx, geo, groups, use_numba=True):
-    """``gx`` (fully written; zeroed for the reference)."""
-    if not _numba_ok(gy, use_numba):
-        gx[...] = 0
-        return direct_grad_input_ref(gy, w, gx, geo, groups)
+def direct_grad_input_numba(gy, w, gx, geo, groups):
     launch(grad_input_nb, grad_input_planes, gy.size * w.shape[1] * geo[0] * geo[1],
            gx.shape[1] * gy.shape[0], gy, w, gx, tuple(geo), groups)
     return gx
 
 
-def direct_grad_weight(x, gy, gw, geo, groups, use_numba=True):
-    """``gw`` must be zeroed by the caller."""
-    if not _numba_ok(x, use_numba):
-        return direct_grad_weight_ref(x, gy, gw, geo, groups)
+def direct_grad_weight_numba(x, gy, gw, geo, groups):
     launch(grad_weight_nb, grad_weight_planes, gy.size * gw.shape[1] * geo[0] * geo[1],
            gw.shape[0] * gw.shape[1], x, gy, gw, tuple(geo), groups)
     return gw
+
+
+# ----- dispatch (``use_numba`` as in ``im2col``: None asks ``kernels.enabled``) ---------
+
+def direct_forward(x, w, y, geo, groups, use_numba=None):
+    """``y`` (any contents; fully written by the kernel, zeroed for the reference)."""
+    if use_kernel(x, use_numba):
+        return direct_forward_numba(x, w, y, geo, groups)
+    y[...] = 0
+    return direct_forward_ref(x, w, y, geo, groups)
+
+
+def direct_grad_input(gy, w, gx, geo, groups, use_numba=None):
+    """``gx`` (fully written; zeroed for the reference)."""
+    if use_kernel(gy, use_numba):
+        return direct_grad_input_numba(gy, w, gx, geo, groups)
+    gx[...] = 0
+    return direct_grad_input_ref(gy, w, gx, geo, groups)
+
+
+def direct_grad_weight(x, gy, gw, geo, groups, use_numba=None):
+    """``gw`` must be zeroed by the caller."""
+    fn = direct_grad_weight_numba if use_kernel(x, use_numba) else direct_grad_weight_ref
+    return fn(x, gy, gw, geo, groups)

@@ -15,13 +15,11 @@ ln2 is split into a high part with few significant bits and a small correction, 
 ``x - n ln2`` stays exact to float32 precision for every n in range.  Inputs are
 clamped to [-104, 88.7] (e^x of float32's range, subnormals included); below the clamp
 the result is 0, above it +inf, like ``numpy.exp``.  NaN propagates.  Accuracy against NumPy's
-float32 exp: within 2 ulp (tested in tests/test_kernels_fastexp.py).
+float32 exp: within 2 ulp (tested in tests/kernels/test_fastexp.py).
 """
-import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
+
+from lezero.kernels import intrinsic, jit
 
 __all__ = ["exp32", "bits_to_float32", "float32_to_bits", "max32", "FAST"]
 
@@ -39,6 +37,8 @@ _ONE, _HALF, _ZERO, _INF = _f(1.0), _f(0.5), _f(0.0), _f(np.inf)
 def bits_to_float32(typingctx, bits):
     """Reinterpret the low 32 bits of an integer as a float32 (an LLVM bitcast, free in
     SIMD code).  Numba widens int32 arithmetic to int64, hence the truncation."""
+    from llvmlite import ir
+    from numba import types
     if not isinstance(bits, types.Integer):
         return None
 
@@ -54,6 +54,8 @@ def bits_to_float32(typingctx, bits):
 def float32_to_bits(typingctx, x):
     """The bits of a float32 as an int32 (an LLVM bitcast, the inverse of
     ``bits_to_float32``)."""
+    from llvmlite import ir
+    from numba import types
     if x != types.float32:
         return None
 
@@ -67,7 +69,7 @@ def float32_to_bits(typingctx, x):
 FAST = {"nsz", "arcp", "contract", "afn"}
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
 def exp32(x):
     """e^x for a float32 scalar, branch-free so loops around it vectorise."""
     c = min(max(x, _LO), _HI)
@@ -89,14 +91,14 @@ def exp32(x):
 _MAGNITUDE = np.int32(0x7FFFFFFF)
 
 
-@numba.njit(cache=True, inline="always")
+@jit(cache=True, inline="always")
 def _ordered(bits):
     """Flip a negative float's magnitude bits, so that int32 order is float order
     (-inf < -1 < -0 < 0 < 1 < inf < NaN); the map is its own inverse."""
     return bits ^ ((bits >> np.int32(31)) & _MAGNITUDE)
 
 
-@numba.njit(cache=True, error_model="numpy", inline="always")
+@jit(cache=True, error_model="numpy", inline="always")
 def max32(a, n, scale):
     """max(scale * a[:n]) of a 1-D float32 array, -inf when n == 0.
 

@@ -1,9 +1,9 @@
-"""Numba kernels for GELU in float32, exact and tanh-approximated: forward, and the fused
-gradient ``gy * gelu'(x)``.
+"""GELU, exact and tanh-approximated: the forward ``gelu`` and the fused gradient
+``gelu_grad`` = ``gy * gelu'(x)``.
 
-The NumPy reference beside them is ``lezero.functions._gelu.gelu_array`` and
-``gelu_grad_array`` (scipy's erf); tests compare the two.  Importing this module imports
-Numba, so operators import it only after ``lezero.kernels.enabled(x)`` said yes.
+``gelu_ref`` / ``gelu_grad_ref`` are the NumPy (and CuPy) reference, with scipy's erf;
+``gelu_numba`` / ``gelu_grad_numba`` run the float32 Numba kernels; ``gelu`` and
+``gelu_grad`` dispatch (the kernel for float32 NumPy arrays where ``enabled``).
 
 Why a kernel: NumPy needs about eight passes over memory and scipy's scalar erf for
 GELU's forward and backward.  The kernel is one vectorised loop (reading x, and gy for
@@ -25,10 +25,56 @@ and no cancellation in 1 + tanh u for negative x.
 """
 import math
 
-import numba
 import numpy as np
 
+from lezero.kernels import enabled, jit
 from lezero.kernels.fastexp import FAST, exp32
+
+__all__ = ["gelu", "gelu_grad", "gelu_ref", "gelu_grad_ref", "gelu_numba", "gelu_grad_numba"]
+
+SQRT_HALF = 1 / math.sqrt(2)
+INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+TANH_C = math.sqrt(2 / math.pi)
+TANH_K = 0.044715
+
+
+# ----- NumPy reference ---------------------------------------------------------------------
+
+def _erf(xp):
+    """scipy's erf for NumPy arrays, cupyx's for CuPy arrays (same dtype out as in)."""
+    if xp is np:
+        from scipy.special import erf
+    else:
+        from cupyx.scipy.special import erf
+    return erf
+
+
+def _xp(x):
+    from lezero.cuda import get_array_module
+    return get_array_module(x)
+
+
+def gelu_ref(x, approximate="none"):
+    """GELU of a raw array (NumPy or CuPy, any float dtype)."""
+    xp = _xp(x)
+    if approximate == "tanh":
+        return 0.5 * x * (1 + xp.tanh(TANH_C * (x + TANH_K * x * x * x)))
+    return 0.5 * x * (1 + _erf(xp)(x * SQRT_HALF))
+
+
+def gelu_grad_ref(x, gy, approximate="none"):
+    """gy * gelu'(x) on raw arrays."""
+    xp = _xp(x)
+    if approximate == "tanh":
+        t = xp.tanh(TANH_C * (x + TANH_K * x * x * x))     # x * x * x: ** 3 is a slow pow
+        du = TANH_C * (1 + 3 * TANH_K * x * x)
+        return gy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+    cdf = 0.5 * (1 + _erf(xp)(x * SQRT_HALF))
+    pdf = xp.exp(-0.5 * x * x) * INV_SQRT_2PI
+    return gy * (cdf + x * pdf)
+
+
+# ----- Numba kernels (float32) ----------------------------------------------------------------
 
 _f = np.float32
 _SQRT_HALF = _f(1 / math.sqrt(2))
@@ -44,7 +90,7 @@ _ONE, _HALF = _f(1.0), _f(0.5)
 # kept the loop scalar and GELU about 3x slower).  error_model="numpy": no
 # ZeroDivisionError check, whose branch would stop vectorising.  FAST keeps NaN and inf
 # semantics (GELU(NaN) is NaN).
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
 def _cdf(v, g):
     """Phi(v), the standard normal CDF, given g = e^(-v^2/2)."""
     z = abs(v) * _SQRT_HALF
@@ -54,20 +100,20 @@ def _cdf(v, g):
     return tail + positive * (_ONE - _f(2) * tail)
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
 def _gauss(v):
     """e^(-v^2/2)."""
     return exp32(_f(-0.5) * v * v)
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, fastmath=FAST, error_model="numpy")
 def _forward(x, out):
     for i in range(x.size):
         v = x[i]
         out[i] = v * _cdf(v, _gauss(v))
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, fastmath=FAST, error_model="numpy")
 def _backward(x, gy, out):
     for i in range(x.size):
         v = x[i]
@@ -80,20 +126,20 @@ _TWO_C = _f(2 * math.sqrt(2 / math.pi))
 _K, _3K = _f(0.044715), _f(3 * 0.044715)
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
 def _sigmoid_2u(v):
     """sigmoid(2u) = (1 + tanh u) / 2 for the tanh form's u(v)."""
     return _ONE / (_ONE + exp32(-_TWO_C * (v + _K * v * v * v)))
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, fastmath=FAST, error_model="numpy")
 def _forward_tanh(x, out):
     for i in range(x.size):
         v = x[i]
         out[i] = v * _sigmoid_2u(v)
 
 
-@numba.njit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, fastmath=FAST, error_model="numpy")
 def _backward_tanh(x, gy, out):
     for i in range(x.size):
         v = x[i]
@@ -106,16 +152,34 @@ def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
-def gelu_forward(x, approximate="none"):
+def gelu_numba(x, approximate="none"):
     """GELU of a float32 NumPy array (any shape): x * Phi(x), or the tanh form."""
     out = np.empty(x.shape, np.float32)
     (_forward_tanh if approximate == "tanh" else _forward)(_flat(x), out.reshape(-1))
     return out
 
 
-def gelu_backward(x, gy, approximate="none"):
+def gelu_grad_numba(x, gy, approximate="none"):
     """gy * gelu'(x) for float32 NumPy arrays of one shape."""
     out = np.empty(x.shape, np.float32)
     kernel = _backward_tanh if approximate == "tanh" else _backward
     kernel(_flat(x), _flat(gy), out.reshape(-1))
     return out
+
+
+# ----- dispatch ---------------------------------------------------------------------------------
+
+def _use_kernel(*arrays):
+    return all(a.dtype == np.float32 for a in arrays) and enabled(*arrays)
+
+
+def gelu(x, approximate="none"):
+    """GELU of a raw array: the kernel for float32 NumPy arrays, else the reference."""
+    return gelu_numba(x, approximate) if _use_kernel(x) else gelu_ref(x, approximate)
+
+
+def gelu_grad(x, gy, approximate="none"):
+    """gy * gelu'(x): the kernel for float32 NumPy arrays, else the reference."""
+    if _use_kernel(x, gy):
+        return gelu_grad_numba(x, gy, approximate)
+    return gelu_grad_ref(x, gy, approximate)

@@ -14,12 +14,14 @@ output size (3).  Padding is applied on the fly (reads outside ``x`` give zero, 
 outside ``x`` are dropped), so no padded copy of ``x`` is ever made.
 
 ``im2col_ref`` / ``col2im_ref`` are the NumPy references the tests compare against; the
-Numba kernels run in parallel over ``(n, c)`` planes, which write disjoint memory.
+Numba kernels (``im2col_numba`` / ``col2im_numba``) run in parallel over ``(n, c)`` planes,
+which write disjoint memory; ``im2col`` / ``col2im`` dispatch.
 """
 import itertools
 
 import numpy as np
 
+from lezero.kernels import enabled, jit, numba_available, prange, uint64
 from lezero.kernels.conv_launch import launch
 
 
@@ -29,7 +31,7 @@ from lezero.kernels.conv_launch import launch
 def _views(geo, in_size):
     """For each kernel position: its flat index and the slices of the padded input that
     it reads (one per spatial dim)."""
-    k, s, lo, d, out = geo[0:3], geo[3:6], geo[6:9], geo[9:12], geo[12:15]
+    k, s, d, out = geo[0:3], geo[3:6], geo[9:12], geo[12:15]
     for p, pos in enumerate(itertools.product(*[range(ki) for ki in k])):
         yield p, tuple(slice(pos[i] * d[i], pos[i] * d[i] + (out[i] - 1) * s[i] + 1, s[i])
                        for i in range(3))
@@ -86,14 +88,8 @@ def _module_of(a):
 
 
 # ----- Numba kernels -----------------------------------------------------------------------
-# Defined at module level (Numba's cache cannot reload closures); this module is imported
-# lazily by the convolution code, so ``import lezero`` does not pay for importing Numba.
-
-try:
-    from numba import njit, prange, uint64
-except ImportError:          # the references above still work without Numba
-    njit = None
-
+# Defined at module level (Numba's cache cannot reload closures) and compiled on first use
+# (``lezero.kernels.jit``), so importing this module does not import Numba.
 
 def _valid_range(n_out, stride, offset, size):
     """The outputs ``o`` in [0, n_out) whose input index ``o*stride + offset`` lies in
@@ -104,107 +100,113 @@ def _valid_range(n_out, stride, offset, size):
     return first, max(first, stop)
 
 
-if njit is not None:
-    _valid_range_nb = njit(cache=True, inline="always")(_valid_range)
+_valid_range_nb = jit(cache=True, inline="always")(_valid_range)
 
-    @njit(cache=True, nogil=True)
-    def im2col_planes(x, col, geo, first, stop):
-        """im2col for the (n, c) planes ``first <= c * N + n < stop``.
+@jit(cache=True, nogil=True, inline="always")
+def _planes(x, col, geo, first, stop, gather):
+    """The (n, c) planes ``first <= c * N + n < stop``: with ``gather`` im2col (copy the
+    rows of each flat input plane into the flat column rows, zeroing what falls in the
+    padding), else col2im (add the column rows back into ``x``).
 
-        Each (tap, depth) pair copies rows of one flat input plane into one flat column
-        row.  Indices are unsigned: Numba then skips its negative-index wrap-around test,
-        which would otherwise keep LLVM from vectorising the copies."""
-        N, C, D, H, W = x.shape
-        kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
-        K = kd * kh * kw
-        usw = uint64(sw)
-        for nc in range(first, stop):
-            c = nc // N              # channel-major: consecutive planes write adjacent columns
-            n = nc - c * N
-            for a in range(kd):
-                for b in range(kh):
-                    r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
-                    for e in range(kw):
-                        cf = col[c * K + (a * kh + b) * kw + e, n]
-                        w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
-                        for od in range(Do):
-                            iz = od * sd - pd + a * dd
-                            b0 = od * Ho * Wo
-                            if iz < 0 or iz >= D or r1 <= r0:
+    Indices are unsigned: Numba then skips its negative-index wrap-around test, which would
+    otherwise keep LLVM from vectorising the copies."""
+    N, C, D, H, W = x.shape
+    kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
+    K = kd * kh * kw
+    usw = uint64(sw)
+    for nc in range(first, stop):
+        c = nc // N              # channel-major: consecutive planes write adjacent columns
+        n = nc - c * N
+        for a in range(kd):
+            for b in range(kh):
+                r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
+                for e in range(kw):
+                    cf = col[c * K + (a * kh + b) * kw + e, n]
+                    w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
+                    for od in range(Do):
+                        iz = od * sd - pd + a * dd
+                        b0 = od * Ho * Wo
+                        if iz < 0 or iz >= D or r1 <= r0:
+                            if gather:
                                 cf[b0:b0 + Ho * Wo] = 0
-                                continue
-                            xf = x[n, c, iz].reshape(H * W)
-                            cf[b0:b0 + r0 * Wo] = 0                  # rows in the padding
+                            continue
+                        xf = x[n, c, iz].reshape(H * W)
+                        if gather:
+                            cf[b0:b0 + r0 * Wo] = 0              # rows in the padding
                             cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
-                            for oh in range(r0, r1):
-                                base = b0 + oh * Wo
-                                cf[base:base + w0] = 0               # columns in the padding
+                        for oh in range(r0, r1):
+                            base = b0 + oh * Wo
+                            ud = uint64(base + w0)
+                            us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
+                            if gather:
+                                cf[base:base + w0] = 0           # columns in the padding
                                 cf[base + w1:base + Wo] = 0
-                                ud = uint64(base + w0)
-                                us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
                                 for j in range(w1 - w0):
                                     uj = uint64(j)
                                     cf[ud + uj] = xf[us + uj * usw]
-
-    @njit(cache=True, parallel=True)
-    def im2col_nb(x, col, geo):
-        """im2col over all planes in parallel (planes write disjoint parts of ``col``)."""
-        for p in prange(x.shape[0] * x.shape[1]):
-            im2col_planes(x, col, geo, p, p + 1)
-
-    @njit(cache=True, nogil=True)
-    def col2im_planes(col, x, geo, first, stop):
-        """col2im for the planes ``first <= c * N + n < stop`` of ``x`` (unsigned indices,
-        as in ``im2col_planes``)."""
-        N, C, D, H, W = x.shape
-        kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
-        K = kd * kh * kw
-        usw = uint64(sw)
-        for nc in range(first, stop):
-            c = nc // N
-            n = nc - c * N
-            for a in range(kd):
-                for b in range(kh):
-                    r0, r1 = _valid_range_nb(Ho, sh, b * dh - ph, H)
-                    for e in range(kw):
-                        cf = col[c * K + (a * kh + b) * kw + e, n]
-                        w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
-                        for od in range(Do):
-                            iz = od * sd - pd + a * dd
-                            if iz < 0 or iz >= D:
-                                continue
-                            xf = x[n, c, iz].reshape(H * W)
-                            for oh in range(r0, r1):
-                                ud = uint64(od * Ho * Wo + oh * Wo + w0)
-                                us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
+                            else:
                                 for j in range(w1 - w0):
                                     uj = uint64(j)
                                     xf[us + uj * usw] += cf[ud + uj]
 
-    @njit(cache=True, parallel=True)
-    def col2im_nb(col, x, geo):
-        """col2im over all planes in parallel: each plane of ``x`` has one writer."""
-        for p in prange(x.shape[0] * x.shape[1]):
-            col2im_planes(col, x, geo, p, p + 1)
+
+@jit(cache=True, nogil=True)
+def im2col_planes(x, col, geo, first, stop):
+    """im2col for the planes ``first <= c * N + n < stop``."""
+    _planes(x, col, geo, first, stop, True)
 
 
-def _numba_ok(a, use_numba):
-    return njit is not None and use_numba and isinstance(a, np.ndarray)
+@jit(cache=True, parallel=True)
+def im2col_nb(x, col, geo):
+    """im2col over all planes in parallel (planes write disjoint parts of ``col``)."""
+    for p in prange(x.shape[0] * x.shape[1]):
+        im2col_planes(x, col, geo, p, p + 1)
 
 
-def im2col(x, col, geo, use_numba=True):
-    """Fill ``col`` from ``x`` (5-D); the Numba kernel when allowed, else the reference."""
-    if not _numba_ok(x, use_numba):
-        return im2col_ref(x, col, geo)
+@jit(cache=True, nogil=True)
+def col2im_planes(col, x, geo, first, stop):
+    """col2im for the planes ``first <= c * N + n < stop`` of ``x``."""
+    _planes(x, col, geo, first, stop, False)
+
+
+@jit(cache=True, parallel=True)
+def col2im_nb(col, x, geo):
+    """col2im over all planes in parallel: each plane of ``x`` has one writer."""
+    for p in prange(x.shape[0] * x.shape[1]):
+        col2im_planes(col, x, geo, p, p + 1)
+
+
+def im2col_numba(x, col, geo):
+    """The kernel version of ``im2col_ref`` (NumPy arrays)."""
     launch(im2col_nb, im2col_planes, col.size, x.shape[0] * x.shape[1],
            np.ascontiguousarray(x), col, tuple(int(g) for g in geo))
     return col
 
 
-def col2im(col, x, geo, use_numba=True):
-    """Add ``col`` into the zeroed 5-D ``x`` (C-contiguous); the Numba kernel when allowed."""
-    if not _numba_ok(x, use_numba):
-        return col2im_ref(col, x, geo)
+def col2im_numba(col, x, geo):
+    """The kernel version of ``col2im_ref`` (``x`` C-contiguous, zeroed)."""
     launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1],
            col, x, tuple(int(g) for g in geo))
     return x
+
+
+# ----- dispatch ---------------------------------------------------------------------------
+
+def use_kernel(a, use_numba=None):
+    """Whether a convolution kernel runs for ``a``: ``use_numba`` None asks
+    ``kernels.enabled``; True or False forces the choice (True still needs Numba and a
+    NumPy array)."""
+    if use_numba is None:
+        return enabled(a)
+    return use_numba and isinstance(a, np.ndarray) and numba_available()
+
+
+def im2col(x, col, geo, use_numba=None):
+    """Fill ``col`` from ``x`` (5-D): the kernel where it may run, else the reference."""
+    return (im2col_numba if use_kernel(x, use_numba) else im2col_ref)(x, col, geo)
+
+
+def col2im(col, x, geo, use_numba=None):
+    """Add ``col`` into the zeroed 5-D ``x``: the kernel where it may run, else the
+    reference."""
+    return (col2im_numba if use_kernel(x, use_numba) else col2im_ref)(col, x, geo)

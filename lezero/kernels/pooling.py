@@ -1,7 +1,8 @@
-"""Pooling kernels: max-pool forward with argmax indices, and the row scatter-add that
-is its backward.  Each Numba kernel has a NumPy reference beside it with the same
-signature; tests compare the two, and operators fall back to the reference whenever
-``lezero.kernels.enabled`` says no (CuPy arrays, ``Config.use_numba = False``, no Numba).
+"""Max pooling with argmax indices: ``max_pool_ref`` (NumPy/CuPy), the 2-D Numba kernel
+``max_pool2d_numba`` and the dispatcher ``max_pool``, which falls back to the reference
+whenever ``lezero.kernels.enabled`` says no (CuPy arrays, ``Config.use_numba = False``,
+no Numba).  Its backward, ``scatter_add_rows``, is the scatter-add kernel of
+``lezero.kernels.scatter``.
 
 Layout: ``x`` is ``(R, H, W)`` with ``R = N * C`` rows; indices are flat positions
 ``h * W + w`` into one row, as PyTorch's ``return_indices`` gives them.  3-D pooling
@@ -13,7 +14,8 @@ import itertools
 
 import numpy as np
 
-from lezero.kernels import numba_available
+from lezero.kernels import enabled, jit
+from lezero.kernels.scatter import scatter_add_
 
 
 # ----- NumPy references (also the CuPy path: only slicing and elementwise ops) ----------
@@ -58,119 +60,79 @@ def max_pool_ref(x, kernel, stride, padding, dilation, out_size):
     return best, arg
 
 
-def scatter_add_rows_ref(g, idx, row_size):
-    """``out[r, idx[r, j]] += g[r, j]`` into zeros of shape (R, row_size)."""
-    xp = _xp(g)
-    R = g.shape[0]
-    g2 = g.reshape(R, -1)
-    flat = (idx.reshape(R, -1) + (xp.arange(R) * row_size)[:, None]).ravel()
-    out = xp.zeros(R * row_size, dtype=g.dtype)
-    if xp is np:
-        np.add.at(out, flat, g2.ravel())
-    else:
-        import cupyx
-        cupyx.scatter_add(out, flat, g2.ravel())
-    return out.reshape(R, row_size)
-
-
 def _xp(a):
     from lezero.cuda import get_array_module
     return get_array_module(a)
 
 
-# ----- Numba kernels ---------------------------------------------------------------------
+# ----- Numba kernel ----------------------------------------------------------------------
 
-_jit = {}
+@jit(cache=True, nogil=True, inline="always")
+def _first_tap(start, k, d, size):
+    """The range [lo, hi) of kernel taps of a window starting at ``start`` that fall
+    inside an axis of length ``size`` (taps in the padding are skipped)."""
+    lo = (-start + d - 1) // d if start < 0 else 0
+    hi = min(k, (size - 1 - start) // d + 1)
+    return lo, hi
 
 
-def _compile():
-    """Compile (or load from Numba's cache) the kernels on first use."""
-    if _jit:
-        return _jit
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def first_tap(start, k, d, size):
-        """The range [lo, hi) of kernel taps of a window starting at ``start`` that fall
-        inside an axis of length ``size`` (taps in the padding are skipped)."""
-        lo = (-start + d - 1) // d if start < 0 else 0
-        hi = min(k, (size - 1 - start) // d + 1)
-        return lo, hi
-
-    @numba.njit(cache=True, nogil=True)
-    def max_pool2d_kernel(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out, arg):
-        R, H, W = x.shape
-        for r in range(R):
-            xr = x[r]
-            for i in range(oh):
-                h0 = i * sh - ph
-                a_lo, a_hi = first_tap(h0, kh, dh, H)
-                for j in range(ow):
-                    w0 = j * sw - pw
-                    b_lo, b_hi = first_tap(w0, kw, dw, W)
-                    # Start from the first tap inside the image (as PyTorch does), then a
-                    # later tap wins if strictly larger, or NaN.
-                    h, w = h0 + a_lo * dh, w0 + b_lo * dw
-                    best = xr[h, w]
-                    where = h * W + w
-                    for a in range(a_lo, a_hi):
-                        h = h0 + a * dh
-                        for b in range(b_lo, b_hi):
-                            v = xr[h, w0 + b * dw]
-                            if v > best or v != v:
-                                best = v
-                                where = h * W + w0 + b * dw
-                    out[r, i, j] = best
-                    arg[r, i, j] = where
-
-    @numba.njit(cache=True, nogil=True)
-    def scatter_add_rows_kernel(g, idx, out):
-        R, L = g.shape
-        for r in range(R):
-            for j in range(L):
-                out[r, idx[r, j]] += g[r, j]
-
-    _jit["max_pool2d"] = max_pool2d_kernel
-    _jit["scatter_add_rows"] = scatter_add_rows_kernel
-    return _jit
+@jit(cache=True, nogil=True)
+def _max_pool2d(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, out, arg):
+    R, H, W = x.shape
+    for r in range(R):
+        xr = x[r]
+        for i in range(oh):
+            h0 = i * sh - ph
+            a_lo, a_hi = _first_tap(h0, kh, dh, H)
+            for j in range(ow):
+                w0 = j * sw - pw
+                b_lo, b_hi = _first_tap(w0, kw, dw, W)
+                # Start from the first tap inside the image (as PyTorch does), then a
+                # later tap wins if strictly larger, or NaN.
+                h, w = h0 + a_lo * dh, w0 + b_lo * dw
+                best = xr[h, w]
+                where = h * W + w
+                for a in range(a_lo, a_hi):
+                    h = h0 + a * dh
+                    for b in range(b_lo, b_hi):
+                        v = xr[h, w0 + b * dw]
+                        if v > best or v != v:
+                            best = v
+                            where = h * W + w0 + b * dw
+                out[r, i, j] = best
+                arg[r, i, j] = where
 
 
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
-    """Numba version of ``max_pool_ref`` for 2-D windows (same arguments and results)."""
-    k = _compile()["max_pool2d"]
+    """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results)."""
     x = np.ascontiguousarray(x)
     R = x.shape[0]
     out = np.empty((R,) + tuple(out_size), dtype=x.dtype)
     arg = np.empty((R,) + tuple(out_size), dtype=np.int64)
-    k(x, *kernel, *stride, *padding, *dilation, *out_size, out, arg)
+    _max_pool2d(x, *kernel, *stride, *padding, *dilation, *out_size, out, arg)
     return out, arg
 
 
-def scatter_add_rows_numba(g, idx, row_size):
-    """Numba version of ``scatter_add_rows_ref``."""
-    k = _compile()["scatter_add_rows"]
-    R = g.shape[0]
-    out = np.zeros((R, row_size), dtype=g.dtype)
-    k(np.ascontiguousarray(g.reshape(R, -1)), np.ascontiguousarray(idx.reshape(R, -1)), out)
-    return out
-
+# ----- dispatch ---------------------------------------------------------------------------
 
 def max_pool(x, kernel, stride, padding, dilation, out_size):
-    """Dispatch: the 2-D Numba kernel for ``x`` (R, H, W) where ``lezero.kernels.enabled``,
-    else the reference (also for 3-D pooling of (R, D, H, W))."""
-    from lezero.kernels import enabled
+    """The 2-D kernel for ``x`` (R, H, W) where ``enabled``, else the reference (also for
+    3-D pooling of (R, D, H, W))."""
     if x.ndim == 3 and enabled(x):
         return max_pool2d_numba(x, kernel, stride, padding, dilation, out_size)
     return max_pool_ref(x, kernel, stride, padding, dilation, out_size)
 
 
 def scatter_add_rows(g, idx, row_size):
-    """Dispatch: the Numba kernel where ``lezero.kernels.enabled``, else the reference."""
-    from lezero.kernels import enabled
-    if enabled(g, idx):
-        return scatter_add_rows_numba(g, idx, row_size)
-    return scatter_add_rows_ref(g, idx, row_size)
+    """``out[r, idx[r, j]] += g[r, j]`` into zeros of shape (R, row_size): max pooling's
+    backward, done by the one scatter-add kernel (``scatter.scatter_add_``) on the
+    flattened planes."""
+    xp = _xp(g)
+    R = g.shape[0]
+    flat = (idx.reshape(R, -1) + (xp.arange(R) * row_size)[:, None]).reshape(-1)
+    out = xp.zeros(R * row_size, dtype=g.dtype)
+    scatter_add_(out, flat, g.reshape(-1))
+    return out.reshape(R, row_size)
 
 
-__all__ = ["max_pool", "max_pool_ref", "max_pool2d_numba", "scatter_add_rows",
-           "scatter_add_rows_ref", "scatter_add_rows_numba", "numba_available"]
+__all__ = ["max_pool", "max_pool_ref", "max_pool2d_numba", "scatter_add_rows"]

@@ -1,22 +1,72 @@
-"""Numba kernels for attention's softmax: ``softmax(scale * s)`` over the last axis,
-optionally causal (row i of each (L, S) score matrix sees columns 0..i), and its
-gradient ``scale * y * (gy - sum(gy * y))``.
+"""Softmax kernels: attention's masked, scaled softmax and its gradient, and the row
+statistics of cross entropy.
 
-The NumPy reference is ``MaskedSoftmax`` in ``lezero.functions.attention_softmax`` (a ``where``,
-a max, an exp, a sum and a divide: five passes over the scores plus a separate pass to
-scale them); these kernels make one pass per row, and the masked columns of a causal row
-are never exponentiated.  They take C-contiguous float32 arrays viewed as (rows, S).
+* ``masked_softmax(s, scale, causal, keep)``: ``softmax(scale * s)`` over the last axis
+  where the bool array ``keep`` (or None) and, with ``causal``, the column <= the row in
+  its (L, S) matrix allow; -inf scores count as masked and a row with nothing left gives
+  zeros, never NaN.
+* ``softmax_grad(y, gy, scale)``: ``scale * y * (gy - sum(gy * y))``.
+* ``softmax_stats(x)``: per row of (N, C) logits the exponentials ``exp(x - max)``, the
+  reciprocal of their sum and the log-sum-exp (cross entropy's forward).
 
-``softmax_stats`` serves cross entropy's forward: per row of (N, C) logits the
-exponentials ``exp(x - max)``, the reciprocal of their sum and the log-sum-exp, in one
-pass; its NumPy reference is ``_softmax_stats`` in ``lezero.functions.loss_ce``.
+Each has a NumPy/CuPy ``*_ref`` (five passes over the scores for the softmax) and a
+``*_numba`` float32 kernel (one pass per row; the masked columns of a causal row are never
+exponentiated; C-contiguous arrays viewed as (rows, S)); the plain names dispatch.
 """
-import numba
 import numpy as np
 
+from lezero.kernels import enabled, jit
 from lezero.kernels.fastexp import FAST, exp32, max32
 
-__all__ = ["softmax_forward", "softmax_backward", "softmax_stats"]
+__all__ = ["masked_softmax", "softmax_grad", "softmax_stats", "masked_softmax_ref",
+           "softmax_grad_ref", "softmax_stats_ref", "masked_softmax_numba",
+           "softmax_grad_numba", "softmax_stats_numba"]
+
+
+# ----- NumPy references ---------------------------------------------------------------------
+
+def _xp(a):
+    from lezero.cuda import get_array_module
+    return get_array_module(a)
+
+
+def masked_softmax_ref(s, scale=1.0, causal=False, keep=None):
+    """softmax(scale * s) over the last axis where ``keep`` (and ``causal``) allow."""
+    xp = _xp(s)
+    if scale != 1:
+        s = s * s.dtype.type(scale)
+    if causal:
+        tril = xp.tril(xp.ones(s.shape[-2:], dtype=bool))
+        keep = tril if keep is None else keep & tril
+    if keep is not None:
+        s = xp.where(keep, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    e = xp.exp(s - xp.where(xp.isfinite(m), m, 0))
+    d = e.sum(axis=-1, keepdims=True)
+    return e / xp.where(d == 0, 1, d)
+
+
+def softmax_grad_ref(y, gy, scale=1.0):
+    """scale * y * (gy - sum(gy * y, last axis))."""
+    dot = (gy * y).sum(axis=-1, keepdims=True)
+    out = y * (gy - dot)
+    return out * out.dtype.type(scale) if scale != 1 else out
+
+
+def softmax_stats_ref(x):
+    """(exp(x - max), 1 / its sum, log-sum-exp) over axis 1."""
+    xp = _xp(x)
+    m = x.max(axis=1, keepdims=True)
+    e = x - m
+    xp.exp(e, out=e)
+    ssum = e.sum(axis=1, keepdims=True)
+    inv_sum = 1 / ssum
+    xp.log(ssum, out=ssum)
+    ssum += m
+    return e, inv_sum, ssum.squeeze(1)
+
+
+# ----- Numba kernels (float32) ----------------------------------------------------------------
 
 _f = np.float32
 # Reductions (row max, row sum) vectorise only when LLVM may reassociate them.  exp32's
@@ -24,7 +74,7 @@ _f = np.float32
 _FAST_REASSOC = FAST | {"reassoc"}
 
 
-@numba.njit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
+@jit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
 def _forward(s, scale, length, causal, out):
     rows, cols = s.shape
     for r in range(rows):
@@ -44,7 +94,7 @@ def _forward(s, scale, length, causal, out):
             out[r, j] = 0
 
 
-@numba.njit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
+@jit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
 def _backward(y, gy, scale, out):
     rows, cols = y.shape
     for r in range(rows):
@@ -55,7 +105,7 @@ def _backward(y, gy, scale, out):
             out[r, j] = scale * y[r, j] * (gy[r, j] - dot)
 
 
-@numba.njit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
+@jit(cache=True, fastmath=_FAST_REASSOC, error_model="numpy")
 def _stats(x, e, inv_sum, lse):
     rows, cols = x.shape
     for r in range(rows):
@@ -69,7 +119,7 @@ def _stats(x, e, inv_sum, lse):
         lse[r] = np.log(total) + m
 
 
-def softmax_stats(x):
+def softmax_stats_numba(x):
     """For a float32 (N, C) array: ``e = exp(x - max)``, ``1 / e.sum(1)`` as (N, 1) and
     the rows' log-sum-exp (N,), in one pass per row (cross entropy's forward)."""
     x = np.ascontiguousarray(x)
@@ -84,7 +134,7 @@ def _rows(a):
     return np.ascontiguousarray(a).reshape(-1, a.shape[-1])
 
 
-def softmax_forward(s, scale, causal):
+def masked_softmax_numba(s, scale=1.0, causal=False):
     """softmax(scale * s) over the last axis of a float32 array (..., L, S); with
     ``causal`` row i of every (L, S) matrix keeps only columns <= i (others give 0)."""
     out = np.empty(s.shape, np.float32)
@@ -93,8 +143,31 @@ def softmax_forward(s, scale, causal):
     return out
 
 
-def softmax_backward(y, gy, scale):
+def softmax_grad_numba(y, gy, scale=1.0):
     """scale * y * (gy - sum(gy * y, last axis)) for float32 arrays of one shape."""
     out = np.empty(y.shape, np.float32)
     _backward(_rows(y), _rows(gy), _f(scale), out.reshape(-1, y.shape[-1]))
     return out
+
+
+# ----- dispatch ---------------------------------------------------------------------------------
+
+def _float32(*arrays):
+    return all(a.dtype == np.float32 for a in arrays) and enabled(*arrays)
+
+
+def masked_softmax(s, scale=1.0, causal=False, keep=None):
+    """The kernel for float32 NumPy scores of at least 2 dims without a ``keep`` mask."""
+    if keep is None and s.ndim >= 2 and _float32(s):
+        return masked_softmax_numba(s, scale, causal)
+    return masked_softmax_ref(s, scale, causal, keep)
+
+
+def softmax_grad(y, gy, scale=1.0):
+    """The kernel for float32 NumPy arrays, else the reference."""
+    return softmax_grad_numba(y, gy, scale) if _float32(y, gy) else softmax_grad_ref(y, gy, scale)
+
+
+def softmax_stats(x):
+    """The kernel for float32 NumPy (N, C) logits, else the reference."""
+    return softmax_stats_numba(x) if x.ndim == 2 and _float32(x) else softmax_stats_ref(x)

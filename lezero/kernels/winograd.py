@@ -30,7 +30,9 @@ from math import lcm
 
 import numpy as np
 
+from lezero.kernels import jit, prange, uint64
 from lezero.kernels.conv_launch import launch
+from lezero.kernels.im2col import use_kernel
 
 # Interpolation points besides infinity.  For F(4, 3) the mixed set {0, +-1, 1/2, -2} gave
 # the smallest float32 error on random 6x6 tiles (mean worst error 3.1e-6, against 4.2e-6
@@ -142,158 +144,160 @@ def tiles_out_ref(V, T, y, step, oy, ox, th, tw):
 
 # ----- Numba kernels ---------------------------------------------------------------------------
 
-try:
-    from numba import njit, prange, uint64
-except ImportError:
-    njit = None
+@jit(cache=True, inline="always")
+def _lincomb(dst, e0, e1, e2, T, r, n, src, o0, s0, o1, s1, o2, nt):
+    """``dst[e0, e1, e2 + t] = sum_q T[r, q] * src[o0 + q*s0, o1 + q*s1, o2 + t]`` for
+    ``t < nt``.  Unrolled for the transform sizes that occur (2, 4, 6 terms), so each
+    output row is one vectorisable pass; indices are unsigned so that Numba leaves out
+    its negative-index test (which would keep LLVM from vectorising)."""
+    d0, d1, d2 = uint64(e0), uint64(e1), uint64(e2)
+    i0, i1, i2 = uint64(o0), uint64(o1), uint64(o2)
+    u0, u1 = uint64(s0), uint64(s1)
+    if n == 6:
+        c0, c1, c2, c3, c4, c5 = T[r, 0], T[r, 1], T[r, 2], T[r, 3], T[r, 4], T[r, 5]
+        for t in range(nt):
+            ut = uint64(t)
+            dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                    + c1 * src[i0 + u0, i1 + u1, i2 + ut]
+                                    + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
+                                    + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut]
+                                    + c4 * src[i0 + 4 * u0, i1 + 4 * u1, i2 + ut]
+                                    + c5 * src[i0 + 5 * u0, i1 + 5 * u1, i2 + ut])
+    elif n == 4:
+        c0, c1, c2, c3 = T[r, 0], T[r, 1], T[r, 2], T[r, 3]
+        for t in range(nt):
+            ut = uint64(t)
+            dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                    + c1 * src[i0 + u0, i1 + u1, i2 + ut]
+                                    + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
+                                    + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut])
+    elif n == 2:
+        c0, c1 = T[r, 0], T[r, 1]
+        for t in range(nt):
+            ut = uint64(t)
+            dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
+                                    + c1 * src[i0 + u0, i1 + u1, i2 + ut])
+    else:
+        for t in range(nt):
+            ut = uint64(t)
+            acc = 0.0
+            for q in range(n):
+                uq = uint64(q)
+                acc += T[r, q] * src[i0 + uq * u0, i1 + uq * u1, i2 + ut]
+            dst[d0, d1, d2 + ut] = acc
 
-if njit is not None:
-    @njit(cache=True, inline="always")
-    def _lincomb(dst, e0, e1, e2, T, r, n, src, o0, s0, o1, s1, o2, nt):
-        """``dst[e0, e1, e2 + t] = sum_q T[r, q] * src[o0 + q*s0, o1 + q*s1, o2 + t]`` for
-        ``t < nt``.  Unrolled for the transform sizes that occur (2, 4, 6 terms), so each
-        output row is one vectorisable pass; indices are unsigned so that Numba leaves out
-        its negative-index test (which would keep LLVM from vectorising)."""
-        d0, d1, d2 = uint64(e0), uint64(e1), uint64(e2)
-        i0, i1, i2 = uint64(o0), uint64(o1), uint64(o2)
-        u0, u1 = uint64(s0), uint64(s1)
-        if n == 6:
-            c0, c1, c2, c3, c4, c5 = T[r, 0], T[r, 1], T[r, 2], T[r, 3], T[r, 4], T[r, 5]
-            for t in range(nt):
-                ut = uint64(t)
-                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
-                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut]
-                                        + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
-                                        + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut]
-                                        + c4 * src[i0 + 4 * u0, i1 + 4 * u1, i2 + ut]
-                                        + c5 * src[i0 + 5 * u0, i1 + 5 * u1, i2 + ut])
-        elif n == 4:
-            c0, c1, c2, c3 = T[r, 0], T[r, 1], T[r, 2], T[r, 3]
-            for t in range(nt):
-                ut = uint64(t)
-                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
-                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut]
-                                        + c2 * src[i0 + 2 * u0, i1 + 2 * u1, i2 + ut]
-                                        + c3 * src[i0 + 3 * u0, i1 + 3 * u1, i2 + ut])
-        elif n == 2:
-            c0, c1 = T[r, 0], T[r, 1]
-            for t in range(nt):
-                ut = uint64(t)
-                dst[d0, d1, d2 + ut] = (c0 * src[i0, i1, i2 + ut]
-                                        + c1 * src[i0 + u0, i1 + u1, i2 + ut])
-        else:
-            for t in range(nt):
-                ut = uint64(t)
-                acc = 0.0
-                for q in range(n):
-                    uq = uint64(q)
-                    acc += T[r, q] * src[i0 + uq * u0, i1 + uq * u1, i2 + ut]
-                dst[d0, d1, d2 + ut] = acc
+@jit(cache=True, nogil=True)
+def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
+    """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``: copy a
+    plane into a zero-bordered buffer, gather its tiles as ``d[k, l, tile]``, then run
+    both passes of the separable transform over the tile index (long contiguous loops)."""
+    N, C, H, W = x.shape
+    alpha, a = T.shape
+    nt = th * tw
+    hb, wb = (th - 1) * step + a, (tw - 1) * step + a
+    y0, y1 = max(0, py), min(hb, H + py)      # buffer rows/cols that hold x
+    x0, x1 = max(0, px), min(wb, W + px)
+    ustep = uint64(step)
+    buf = np.zeros((hb, wb), dtype=x.dtype)   # its border stays zero: padding
+    d = np.empty((a, a, nt), dtype=x.dtype)
+    tmp = np.empty((alpha, a, nt), dtype=x.dtype)
+    for nc in range(first, stop):
+        c = nc // N              # channel-major: consecutive planes write adjacent columns
+        n = nc - c * N
+        # unsigned indices: no negative-index tests, so these loops vectorise
+        for r in range(y0, y1):
+            row = uint64(r - py)
+            for q in range(x1 - x0):
+                uq = uint64(q)
+                buf[r, uint64(x0) + uq] = x[n, c, row, uint64(x0 - px) + uq]
+        for k in range(a):
+            for l in range(a):
+                for ty in range(th):
+                    brow, drow = uint64(ty * step + k), uint64(ty * tw)
+                    for tx in range(tw):
+                        ux = uint64(tx)
+                        d[k, l, drow + ux] = buf[brow, ux * ustep + uint64(l)]
+        for i in range(alpha):                  # vertical: tmp[i, l] = sum_k T[i, k] d[k, l]
+            for l in range(a):
+                _lincomb(tmp, i, l, 0, T, i, a, d, 0, 1, l, 0, 0, nt)
+        base = n * nt
+        for i in range(alpha):                  # horizontal: out[i,j] = sum_l T[j,l] tmp[i,l]
+            for j in range(alpha):
+                _lincomb(out, i * alpha + j, c, base, T, j, a, tmp, i, 0, 0, 1, 0, nt)
 
-    @njit(cache=True, nogil=True)
-    def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
-        """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``: copy a
-        plane into a zero-bordered buffer, gather its tiles as ``d[k, l, tile]``, then run
-        both passes of the separable transform over the tile index (long contiguous loops)."""
-        N, C, H, W = x.shape
-        alpha, a = T.shape
-        nt = th * tw
-        hb, wb = (th - 1) * step + a, (tw - 1) * step + a
-        y0, y1 = max(0, py), min(hb, H + py)      # buffer rows/cols that hold x
-        x0, x1 = max(0, px), min(wb, W + px)
-        ustep = uint64(step)
-        buf = np.zeros((hb, wb), dtype=x.dtype)   # its border stays zero: padding
-        d = np.empty((a, a, nt), dtype=x.dtype)
-        tmp = np.empty((alpha, a, nt), dtype=x.dtype)
-        for nc in range(first, stop):
-            c = nc // N              # channel-major: consecutive planes write adjacent columns
-            n = nc - c * N
-            # unsigned indices: no negative-index tests, so these loops vectorise
-            for r in range(y0, y1):
-                row = uint64(r - py)
-                for q in range(x1 - x0):
-                    uq = uint64(q)
-                    buf[r, uint64(x0) + uq] = x[n, c, row, uint64(x0 - px) + uq]
-            for k in range(a):
-                for l in range(a):
-                    for ty in range(th):
-                        brow, drow = uint64(ty * step + k), uint64(ty * tw)
-                        for tx in range(tw):
-                            ux = uint64(tx)
-                            d[k, l, drow + ux] = buf[brow, ux * ustep + uint64(l)]
-            for i in range(alpha):                  # vertical: tmp[i, l] = sum_k T[i, k] d[k, l]
-                for l in range(a):
-                    _lincomb(tmp, i, l, 0, T, i, a, d, 0, 1, l, 0, 0, nt)
-            base = n * nt
-            for i in range(alpha):                  # horizontal: out[i,j] = sum_l T[j,l] tmp[i,l]
-                for j in range(alpha):
-                    _lincomb(out, i * alpha + j, c, base, T, j, a, tmp, i, 0, 0, 1, 0, nt)
+@jit(cache=True, parallel=True)
+def tiles_in_nb(x, T, out, step, py, px, th, tw):
+    """``tiles_in`` over all planes in parallel (planes write disjoint columns)."""
+    for p in prange(x.shape[0] * x.shape[1]):
+        tiles_in_planes(x, T, out, step, py, px, th, tw, p, p + 1)
 
-    @njit(cache=True, parallel=True)
-    def tiles_in_nb(x, T, out, step, py, px, th, tw):
-        """``tiles_in`` over all planes in parallel (planes write disjoint columns)."""
-        for p in prange(x.shape[0] * x.shape[1]):
-            tiles_in_planes(x, T, out, step, py, px, th, tw, p, p + 1)
+@jit(cache=True, nogil=True)
+def tiles_out_planes(V, T, y, step, oy, ox, th, tw, first, stop):
+    """Numba ``tiles_out`` for planes ``first..stop``: both passes over the tile index,
+    then the tiles are added into a plane buffer (overlaps sum) whose visible part is
+    added into ``y``."""
+    N, C, H, W = y.shape
+    a, alpha = T.shape
+    nt = th * tw
+    hb, wb = (th - 1) * step + a, (tw - 1) * step + a
+    y0, y1 = max(0, oy), min(hb, H + oy)      # buffer rows/cols that land in y
+    x0, x1 = max(0, ox), min(wb, W + ox)
+    ustep = uint64(step)
+    r1 = np.empty((alpha, a, nt), dtype=y.dtype)
+    z = np.empty((a, a, nt), dtype=y.dtype)
+    buf = np.empty((hb, wb), dtype=y.dtype)
+    for nc in range(first, stop):
+        c = nc // N              # channel-major: consecutive planes write adjacent columns
+        n = nc - c * N
+        base = n * nt
+        for i in range(alpha):                  # horizontal: r1[i, cc] = sum_j T[cc, j] V[i, j]
+            for cc in range(a):
+                _lincomb(r1, i, cc, 0, T, cc, alpha, V, i * alpha, 1, c, 0, base, nt)
+        for r in range(a):                      # vertical: z[r, cc] = sum_i T[r, i] r1[i, cc]
+            for cc in range(a):
+                _lincomb(z, r, cc, 0, T, r, alpha, r1, 0, 1, cc, 0, 0, nt)
+        buf[:, :] = 0
+        for r in range(a):
+            for cc in range(a):
+                for ty in range(th):
+                    brow, zrow = uint64(ty * step + r), uint64(ty * tw)
+                    for tx in range(tw):
+                        ux = uint64(tx)
+                        buf[brow, ux * ustep + uint64(cc)] += z[r, cc, zrow + ux]
+        for r in range(y0, y1):
+            row = uint64(r - oy)
+            for q in range(x1 - x0):
+                uq = uint64(q)
+                y[n, c, row, uint64(x0 - ox) + uq] += buf[r, uint64(x0) + uq]
 
-    @njit(cache=True, nogil=True)
-    def tiles_out_planes(V, T, y, step, oy, ox, th, tw, first, stop):
-        """Numba ``tiles_out`` for planes ``first..stop``: both passes over the tile index,
-        then the tiles are added into a plane buffer (overlaps sum) whose visible part is
-        added into ``y``."""
-        N, C, H, W = y.shape
-        a, alpha = T.shape
-        nt = th * tw
-        hb, wb = (th - 1) * step + a, (tw - 1) * step + a
-        y0, y1 = max(0, oy), min(hb, H + oy)      # buffer rows/cols that land in y
-        x0, x1 = max(0, ox), min(wb, W + ox)
-        ustep = uint64(step)
-        r1 = np.empty((alpha, a, nt), dtype=y.dtype)
-        z = np.empty((a, a, nt), dtype=y.dtype)
-        buf = np.empty((hb, wb), dtype=y.dtype)
-        for nc in range(first, stop):
-            c = nc // N              # channel-major: consecutive planes write adjacent columns
-            n = nc - c * N
-            base = n * nt
-            for i in range(alpha):                  # horizontal: r1[i, cc] = sum_j T[cc, j] V[i, j]
-                for cc in range(a):
-                    _lincomb(r1, i, cc, 0, T, cc, alpha, V, i * alpha, 1, c, 0, base, nt)
-            for r in range(a):                      # vertical: z[r, cc] = sum_i T[r, i] r1[i, cc]
-                for cc in range(a):
-                    _lincomb(z, r, cc, 0, T, r, alpha, r1, 0, 1, cc, 0, 0, nt)
-            buf[:, :] = 0
-            for r in range(a):
-                for cc in range(a):
-                    for ty in range(th):
-                        brow, zrow = uint64(ty * step + r), uint64(ty * tw)
-                        for tx in range(tw):
-                            ux = uint64(tx)
-                            buf[brow, ux * ustep + uint64(cc)] += z[r, cc, zrow + ux]
-            for r in range(y0, y1):
-                row = uint64(r - oy)
-                for q in range(x1 - x0):
-                    uq = uint64(q)
-                    y[n, c, row, uint64(x0 - ox) + uq] += buf[r, uint64(x0) + uq]
-
-    @njit(cache=True, parallel=True)
-    def tiles_out_nb(V, T, y, step, oy, ox, th, tw):
-        """``tiles_out`` over all planes in parallel: each plane of ``y`` has one writer."""
-        for p in prange(y.shape[0] * y.shape[1]):
-            tiles_out_planes(V, T, y, step, oy, ox, th, tw, p, p + 1)
+@jit(cache=True, parallel=True)
+def tiles_out_nb(V, T, y, step, oy, ox, th, tw):
+    """``tiles_out`` over all planes in parallel: each plane of ``y`` has one writer."""
+    for p in prange(y.shape[0] * y.shape[1]):
+        tiles_out_planes(V, T, y, step, oy, ox, th, tw, p, p + 1)
 
 
-def tiles_in(x, T, out, step, py, px, th, tw, use_numba=True):
-    """Forward tile transform (see the module docstring); Numba when allowed."""
-    if njit is None or not use_numba or not isinstance(x, np.ndarray):
-        return tiles_in_ref(x, T, out, step, py, px, th, tw)
+def tiles_in_numba(x, T, out, step, py, px, th, tw):
     launch(tiles_in_nb, tiles_in_planes, out.size, x.shape[0] * x.shape[1],
            x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw)
     return out
 
 
-def tiles_out(V, T, y, step, oy, ox, th, tw, use_numba=True):
-    """Inverse tile transform, added into ``y``; Numba when allowed."""
-    if njit is None or not use_numba or not isinstance(y, np.ndarray):
-        return tiles_out_ref(V, T, y, step, oy, ox, th, tw)
+def tiles_out_numba(V, T, y, step, oy, ox, th, tw):
     launch(tiles_out_nb, tiles_out_planes, V.size, y.shape[0] * y.shape[1],
            V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw)
     return y
+
+
+# ----- dispatch (``use_numba`` as in ``im2col``: None asks ``kernels.enabled``) ---------
+
+def tiles_in(x, T, out, step, py, px, th, tw, use_numba=None):
+    """Forward tile transform (see the module docstring): the kernel where it may run."""
+    fn = tiles_in_numba if use_kernel(x, use_numba) else tiles_in_ref
+    return fn(x, T, out, step, py, px, th, tw)
+
+
+def tiles_out(V, T, y, step, oy, ox, th, tw, use_numba=None):
+    """Inverse tile transform, added into ``y``: the kernel where it may run."""
+    fn = tiles_out_numba if use_kernel(y, use_numba) else tiles_out_ref
+    return fn(V, T, y, step, oy, ox, th, tw)

@@ -5,20 +5,9 @@ its magnitude, corrects them for their zero start, and steps along their ratio. 
 order and the place where ``eps`` enters follow PyTorch exactly, so that ten steps agree
 with ``torch.optim`` to rounding.
 """
-import math
-
-from lezero import cuda, kernels
-from lezero.optim.optimizer import Optimizer, effective_grad, lerp_, square_avg_
-
-
-def _fused(param, grad, state):
-    """True when the one-pass Numba kernel can update this parameter: NumPy arrays of one
-    float dtype, all C-contiguous (so they can be walked as flat vectors)."""
-    arrays = [param, grad, state["exp_avg"], state["exp_avg_sq"]]
-    if "max_exp_avg_sq" in state:
-        arrays.append(state["max_exp_avg_sq"])
-    return (param.dtype.kind == "f" and kernels.enabled(*arrays)
-            and all(a.dtype == param.dtype and a.flags.c_contiguous for a in arrays))
+from lezero import cuda
+from lezero.kernels import adam as adam_kernels
+from lezero.optim.optimizer import Optimizer, effective_grad, init_state, lerp_, square_avg_
 
 
 class _AdamBase(Optimizer):
@@ -26,8 +15,7 @@ class _AdamBase(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "eps", group["eps"] >= 0, ">= 0")
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "eps", "weight_decay")
         self._check_betas(group, index)
 
     @staticmethod
@@ -60,44 +48,19 @@ class Adam(_AdamBase):
         super().__init__(params, defaults)
 
     def _update(self, param, grad, state, h):
-        xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_avg_sq"] = xp.zeros_like(param)
-            if h["amsgrad"]:
-                state["max_exp_avg_sq"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_avg_sq",
+                   *(("max_exp_avg_sq",) if h["amsgrad"] else ()), step=0)
         state["step"] += 1
         t = state["step"]
         if h["amsgrad"] and "max_exp_avg_sq" not in state:
             # amsgrad switched on mid-run: start from the current v
             state["max_exp_avg_sq"] = state["exp_avg_sq"].copy()
-        if _fused(param, grad, state):
-            from lezero.kernels.adam import adam_step_
-            adam_step_(param, grad, state["exp_avg"], state["exp_avg_sq"],
-                       state["max_exp_avg_sq"] if h["amsgrad"] else None, lr=h["lr"],
-                       beta1=beta1, beta2=beta2, eps=h["eps"], weight_decay=h["weight_decay"],
-                       decoupled=bool(h.get("decoupled_weight_decay")),
-                       maximize=h["maximize"], step=t)
-            return
-        g, _ = self._decayed_grad(param, grad, h)
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        scratch = xp.empty_like(param)       # the one temporary of the step
-        lerp_(exp_avg, g, 1.0 - beta1, scratch)
-        square_avg_(exp_avg_sq, g, beta2, scratch)
-        if h["amsgrad"]:
-            v = state["max_exp_avg_sq"]
-            xp.maximum(v, exp_avg_sq, out=v)
-        else:
-            v = exp_avg_sq
-        step_size = h["lr"] / (1.0 - beta1 ** t)
-        denom = xp.sqrt(v, out=scratch)
-        denom /= math.sqrt(1.0 - beta2 ** t)
-        denom += h["eps"]
-        xp.divide(exp_avg, denom, out=scratch)
-        scratch *= -step_size
-        param += scratch
+        adam_kernels.adam_step_(
+            param, grad, state["exp_avg"], state["exp_avg_sq"],
+            state["max_exp_avg_sq"] if h["amsgrad"] else None, lr=h["lr"], beta1=beta1,
+            beta2=beta2, eps=h["eps"], weight_decay=h["weight_decay"],
+            decoupled=bool(h.get("decoupled_weight_decay")), maximize=h["maximize"], step=t)
 
 
 class AdamW(Adam):
@@ -128,10 +91,7 @@ class Adamax(_AdamBase):
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_inf"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_inf", step=0)
         state["step"] += 1
         g, _ = self._decayed_grad(param, grad, h)
         exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
@@ -167,16 +127,12 @@ class NAdam(_AdamBase):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "momentum_decay", group["momentum_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "momentum_decay")
 
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["step"] = 0
-            state["mu_product"] = 1.0
-            state["exp_avg"] = xp.zeros_like(param)
-            state["exp_avg_sq"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg", "exp_avg_sq", step=0, mu_product=1.0)
         state["step"] += 1
         t = state["step"]
         g, owned = self._decayed_grad(param, grad, h)

@@ -1,7 +1,7 @@
 """Per-coordinate step sizes from the history of squared gradients: Adagrad, RMSprop and
 Adadelta (PyTorch's update order and eps placement)."""
 from lezero import cuda
-from lezero.optim.optimizer import (Optimizer, add_scaled, effective_grad, lerp_,
+from lezero.optim.optimizer import (Optimizer, add_scaled, effective_grad, init_state, lerp_,
                                     square_avg_)
 
 
@@ -10,8 +10,7 @@ class _SquaredHistory(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "eps", group["eps"] >= 0, ">= 0")
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "eps", "weight_decay")
 
 
 class Adagrad(_SquaredHistory):
@@ -33,7 +32,7 @@ class Adagrad(_SquaredHistory):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "lr_decay", group["lr_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "lr_decay")
         self._require(group, index, "initial_accumulator_value",
                       group["initial_accumulator_value"] >= 0, ">= 0")
 
@@ -81,15 +80,12 @@ class RMSprop(_SquaredHistory):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "momentum", group["momentum"] >= 0, ">= 0")
-        self._require(group, index, "alpha", group["alpha"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "momentum", "alpha")
 
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         alpha, momentum = h["alpha"], h["momentum"]
-        if not state:
-            state["step"] = 0
-            state["square_avg"] = xp.zeros_like(param)
+        init_state(state, param, "square_avg", step=0)
         if momentum > 0 and "momentum_buffer" not in state:
             state["momentum_buffer"] = xp.zeros_like(param)
         if h["centered"] and "grad_avg" not in state:
@@ -139,10 +135,7 @@ class Adadelta(_SquaredHistory):
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         rho, eps = h["rho"], h["eps"]
-        if not state:
-            state["step"] = 0
-            state["square_avg"] = xp.zeros_like(param)
-            state["acc_delta"] = xp.zeros_like(param)
+        init_state(state, param, "square_avg", "acc_delta", step=0)
         state["step"] += 1
         g, _ = effective_grad(grad, param, h["weight_decay"], h["maximize"])
         square_avg, acc_delta = state["square_avg"], state["acc_delta"]

@@ -1,6 +1,6 @@
 """Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms")."""
 from lezero import cuda
-from lezero.optim.optimizer import Optimizer, effective_grad, lerp_
+from lezero.optim.optimizer import Optimizer, effective_grad, init_state, lerp_
 
 
 class Lion(Optimizer):
@@ -22,14 +22,13 @@ class Lion(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "weight_decay")
         self._check_betas(group, index)
 
     def _update(self, param, grad, state, h):
         xp = cuda.get_array_module(param)
         beta1, beta2 = h["betas"]
-        if not state:
-            state["exp_avg"] = xp.zeros_like(param)
+        init_state(state, param, "exp_avg")
         exp_avg = state["exp_avg"]
         g, _ = effective_grad(grad, param, 0, h["maximize"])
         if h["weight_decay"]:

@@ -17,17 +17,23 @@ import warnings
 from bisect import bisect_right
 
 from lezero.optim.optimizer import Optimizer
+from lezero.utils.checks import check_choice, check_int, check_number
 
 
-def _per_group(name, optimizer, value):
-    """One value per param group, from a scalar or a list of the right length."""
+def _per_group(name, optimizer, value, number=None):
+    """One value per param group, from a scalar or a list of the right length; with
+    ``number`` (the argument's name) each must be a number."""
     n = len(optimizer.param_groups)
     if isinstance(value, (list, tuple)):
         if len(value) != n:
             raise ValueError(f"{name}: expected {n} values (one per param group), "
                              f"got {len(value)}")
-        return list(value)
-    return [value] * n
+        values = list(value)
+    else:
+        values = [value] * n
+    if number is not None:
+        values = [check_number(name.split()[0], number, v) for v in values]
+    return values
 
 
 def _check_optimizer(cls, optimizer):
@@ -47,6 +53,7 @@ class LRScheduler:
 
     def __init__(self, optimizer, last_epoch=-1):
         _check_optimizer(type(self), optimizer)
+        check_int(type(self).__name__, "last_epoch", last_epoch)
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -149,10 +156,9 @@ class StepLR(LRScheduler):
     """Multiply the rate by ``gamma`` every ``step_size`` epochs."""
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
-        if not isinstance(step_size, int) or step_size <= 0:
-            raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
+        check_int("StepLR", "step_size", step_size, low=1)
         self.step_size = step_size
-        self.gamma = gamma
+        self.gamma = check_number("StepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -189,7 +195,7 @@ class ExponentialLR(LRScheduler):
     """Multiply the rate by ``gamma`` every epoch."""
 
     def __init__(self, optimizer, gamma, last_epoch=-1):
-        self.gamma = gamma
+        self.gamma = check_number("ExponentialLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -236,10 +242,10 @@ class CosineAnnealingLR(LRScheduler):
     past ``T_max`` as a cosine wave (computed recursively, as PyTorch does)."""
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
-        if T_max <= 0:
+        if check_number("CosineAnnealingLR", "T_max", T_max) <= 0:
             raise ValueError(f"CosineAnnealingLR: T_max must be positive, got {T_max!r}")
         self.T_max = T_max
-        self.eta_min = eta_min
+        self.eta_min = check_number("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -323,6 +329,31 @@ def _rewind(scheduler):
         scheduler.last_epoch -= 1
 
 
+def _total_steps(total_steps, epochs, steps_per_epoch):
+    """OneCycleLR's step count: ``total_steps``, or ``epochs * steps_per_epoch``."""
+    if total_steps is not None:
+        return check_int("OneCycleLR", "total_steps", total_steps, low=1)
+    if epochs is not None and steps_per_epoch is not None:
+        return (check_int("OneCycleLR", "epochs", epochs, low=1)
+                * check_int("OneCycleLR", "steps_per_epoch", steps_per_epoch, low=1))
+    raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+
+
+def _one_cycle_phases(n, pct_start, three_phase):
+    """Each phase runs up to its end_step, moving lr (and momentum) between two group keys."""
+    warm_up = dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
+                   start_momentum="max_momentum", end_momentum="base_momentum")
+    if three_phase:
+        return [warm_up,
+                dict(end_step=float(2 * pct_start * n) - 2, start_lr="max_lr",
+                     end_lr="initial_lr", start_momentum="base_momentum",
+                     end_momentum="max_momentum"),
+                dict(end_step=n - 1, start_lr="initial_lr", end_lr="min_lr",
+                     start_momentum="max_momentum", end_momentum="max_momentum")]
+    return [warm_up, dict(end_step=n - 1, start_lr="max_lr", end_lr="min_lr",
+                          start_momentum="base_momentum", end_momentum="max_momentum")]
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy (Smith & Topin): warm up from ``max_lr / div_factor`` to ``max_lr``
     over ``pct_start`` of ``total_steps``, then anneal to ``initial_lr / final_div_factor``;
@@ -335,45 +366,21 @@ class OneCycleLR(LRScheduler):
                  final_div_factor=1e4, three_phase=False, last_epoch=-1):
         _check_optimizer(type(self), optimizer)
         self.optimizer = optimizer
-        if total_steps is not None:
-            if not isinstance(total_steps, int) or total_steps <= 0:
-                raise ValueError(f"OneCycleLR: total_steps must be a positive int, "
-                                 f"got {total_steps!r}")
-            self.total_steps = total_steps
-        elif epochs is not None and steps_per_epoch is not None:
-            for key, v in (("epochs", epochs), ("steps_per_epoch", steps_per_epoch)):
-                if not isinstance(v, int) or v <= 0:
-                    raise ValueError(f"OneCycleLR: {key} must be a positive int, got {v!r}")
-            self.total_steps = epochs * steps_per_epoch
-        else:
-            raise ValueError("OneCycleLR: give total_steps, or epochs and steps_per_epoch")
+        self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
+        for name, value in (("pct_start", pct_start), ("div_factor", div_factor),
+                            ("final_div_factor", final_div_factor)):
+            check_number("OneCycleLR", name, value)
+        check_int("OneCycleLR", "last_epoch", last_epoch)
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: pct_start must be a float in [0, 1], "
                              f"got {pct_start!r}")
-        if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', "
-                             f"got {anneal_strategy!r}")
+        check_choice("OneCycleLR", "anneal_strategy", anneal_strategy, ("cos", "linear"))
         self.anneal_strategy = anneal_strategy
-        n = self.total_steps
-        # Each phase runs up to its end_step, moving lr (and momentum) between two group keys.
-        if three_phase:
-            self._phases = [
-                dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
-                     start_momentum="max_momentum", end_momentum="base_momentum"),
-                dict(end_step=float(2 * pct_start * n) - 2, start_lr="max_lr",
-                     end_lr="initial_lr", start_momentum="base_momentum",
-                     end_momentum="max_momentum"),
-                dict(end_step=n - 1, start_lr="initial_lr", end_lr="min_lr",
-                     start_momentum="max_momentum", end_momentum="max_momentum")]
-        else:
-            self._phases = [
-                dict(end_step=float(pct_start * n) - 1, start_lr="initial_lr", end_lr="max_lr",
-                     start_momentum="max_momentum", end_momentum="base_momentum"),
-                dict(end_step=n - 1, start_lr="max_lr", end_lr="min_lr",
-                     start_momentum="base_momentum", end_momentum="max_momentum")]
+        self._phases = _one_cycle_phases(self.total_steps, pct_start, three_phase)
         groups = optimizer.param_groups
         if last_epoch == -1:
-            for group, top in zip(groups, _per_group("OneCycleLR max_lr", optimizer, max_lr)):
+            tops = _per_group("OneCycleLR max_lr", optimizer, max_lr, "max_lr")
+            for group, top in zip(groups, tops):
                 group["initial_lr"] = top / div_factor
                 group["max_lr"] = top
                 group["min_lr"] = group["initial_lr"] / final_div_factor
@@ -384,8 +391,10 @@ class OneCycleLR(LRScheduler):
                 raise ValueError(f"OneCycleLR: cycle_momentum=True needs an optimizer with "
                                  f"momentum or betas, {type(optimizer).__name__} has neither")
             self.use_beta1 = "betas" in defaults
-            tops = _per_group("OneCycleLR max_momentum", optimizer, max_momentum)
-            bases = _per_group("OneCycleLR base_momentum", optimizer, base_momentum)
+            tops = _per_group("OneCycleLR max_momentum", optimizer, max_momentum,
+                              "max_momentum")
+            bases = _per_group("OneCycleLR base_momentum", optimizer, base_momentum,
+                               "base_momentum")
             if last_epoch == -1:
                 for group, top, base in zip(groups, tops, bases):
                     self._set_momentum(group, top)

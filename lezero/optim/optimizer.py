@@ -10,12 +10,14 @@ in the parameter's dtype, and skip parameters whose ``grad`` is None, as PyTorch
 A subclass writes ``_update(p, g, state, group)`` for one parameter; the base class walks
 the groups and hands it the gradient array.
 """
+import inspect
 import math
 
 import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable, enable_grad
+from lezero.utils.checks import check_bool, check_number, check_type
 
 # Pass as a default (``defaults={"lr": required}``) for an option every group must set.
 required = object()
@@ -87,6 +89,7 @@ class Optimizer:
                 raise ValueError(f"{name}: parameter group {len(self.param_groups)} does not "
                                  f"set the required option {key!r}")
             group.setdefault(key, default)
+        self._check_kinds(group)
         self._check_group(group, len(self.param_groups))
         self.param_groups.append(group)
         self._init_group_state(group)
@@ -97,12 +100,33 @@ class Optimizer:
                             "(a list), not a set: a set's order changes between runs and "
                             "state_dict numbers parameters by position")
 
+    def _check_kinds(self, group):
+        """TypeError unless every option has the kind of the constructor's default for it:
+        a number where that is a number, a bool for a bool, a pair of numbers for a pair."""
+        name = type(self).__name__
+        signature = inspect.signature(type(self)).parameters
+        for key in self.defaults:
+            default = signature[key].default if key in signature else None
+            value = group[key]
+            if isinstance(default, bool):
+                check_bool(name, key, value)
+            elif isinstance(default, (int, float)):
+                check_number(name, key, value)
+            elif isinstance(default, tuple) and all(isinstance(d, (int, float)) for d in default):
+                check_type(name, key, value, (tuple, list), "a pair of numbers")
+                for k, v in enumerate(value):
+                    check_number(name, f"{key}[{k}]", v)
+
     def _check_group(self, group, index):
         """Raise ValueError for bad hyperparameters (subclasses add checks)."""
-        self._require(group, index, "lr", group["lr"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "lr")
 
     def _init_group_state(self, group):
         """Create state eagerly (only Adagrad does, as in PyTorch)."""
+
+    def _require_nonnegative(self, group, index, *keys):
+        for key in keys:
+            self._require(group, index, key, group[key] >= 0, ">= 0")
 
     def _require(self, group, index, key, ok, rule):
         if not ok:
@@ -287,6 +311,17 @@ def _state_value(key, value, like):
 
 
 # ----- helpers the update rules share ----------------------------------------------------
+def init_state(state, param, *buffers, **values):
+    """Fill a new parameter's state: ``values`` first (``step=0``), then a zeroed buffer of
+    the parameter's shape and dtype for each name in ``buffers``; an existing state is left
+    as it is."""
+    if not state:
+        state.update(values)
+        xp = cuda.get_array_module(param)
+        for name in buffers:
+            state[name] = xp.zeros_like(param)
+
+
 def effective_grad(grad, param, weight_decay, maximize):
     """The gradient an update rule sees: negated to maximize, plus ``weight_decay * param``
     (L2 regularisation, "coupled" weight decay).

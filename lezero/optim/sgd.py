@@ -22,8 +22,7 @@ class SGD(Optimizer):
 
     def _check_group(self, group, index):
         super()._check_group(group, index)
-        self._require(group, index, "momentum", group["momentum"] >= 0, ">= 0")
-        self._require(group, index, "weight_decay", group["weight_decay"] >= 0, ">= 0")
+        self._require_nonnegative(group, index, "momentum", "weight_decay")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD: nesterov=True needs momentum > 0 and dampening == 0 "
                              f"(param group {index} has momentum={group['momentum']!r}, "

@@ -8,7 +8,7 @@ class the user called -- then names the argument and what it got:
 
     check_int("Conv2d", "kernel_size", "3")   # TypeError: Conv2d: kernel_size must be an int, got str '3'
     check_int("Linear", "in_features", 0, low=1)
-                                              # ValueError: Linear: in_features must be >= 1, got 0
+                                              # ValueError: Linear: in_features must be a positive int, got 0
 
 Functions, nn, optim, data and the subsystems above them all call these, so a new layer
 gets the same wording for free.  The helpers return the checked value normalised (an int
@@ -20,11 +20,12 @@ import numbers
 import numpy as np
 
 from lezero import cuda
-from lezero.core.variable import Variable
+from lezero.core import Variable, get_config
 
-__all__ = ["is_int", "describe", "check_type", "check_int", "check_number", "check_bool",
-           "check_choice", "check_callable", "ntuple", "check_int_or_tuple",
-           "check_array", "check_float_array", "check_shape"]
+__all__ = ["is_int", "kind_of", "describe", "check_type", "check_int", "check_positive_ints",
+           "check_number", "check_real", "check_bool", "check_bools", "check_choice",
+           "check_callable", "ntuple", "check_int_or_tuple", "check_array", "check_float_array",
+           "check_shape", "check_axis", "check_axes", "check_training"]
 
 
 def is_int(value):
@@ -33,12 +34,16 @@ def is_int(value):
 
 
 def describe(value):
-    """A short description of what a user passed: its type, and the value when short."""
+    """A short description of what a user passed: its type, and the value when short.
+
+    A plain int shows as itself (``1``); anything else as its type, then its repr
+    (``float 1.0``, ``str '3'``, ``bool True``, ``NoneType None``): in a message a float
+    can pass for an int, a string for a number.  A long repr is left out."""
     text = repr(value)
     kind = type(value).__name__
     if len(text) > 40:
         return kind
-    return f"{kind} {text}" if kind not in ("int", "float") else text
+    return text if kind == "int" else f"{kind} {text}"
 
 
 def check_type(where, name, value, types, expected=None):
@@ -64,23 +69,29 @@ def check_int(where, name, value, low=None, high=None, allow_none=False):
         raise TypeError(f"{where}: {name} must be an int{extra}, got {describe(value)}")
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{where}: {name} must be >= {low}, got {value}")
+        bound = "a positive int" if low == 1 else f">= {low}"
+        raise ValueError(f"{where}: {name} must be {bound}, got {value}")
     if high is not None and value > high:
         raise ValueError(f"{where}: {name} must be <= {high}, got {value}")
     return value
 
 
 def check_number(where, name, value, low=None, high=None, low_open=False, high_open=False,
-                 allow_none=False):
+                 allow_none=False, expected="a number"):
     """A real number (not a bool) inside the interval; returned as ``float``.
 
     ``low_open``/``high_open`` exclude the bound itself (``(0, 1]`` is ``low=0,
-    low_open=True, high=1``).  NaN is never inside an interval."""
+    low_open=True, high=1``).  NaN is never inside an interval (without bounds any real
+    number passes, NaN and infinities too).  ``expected`` words the kind in the
+    TypeError's message."""
     if value is None and allow_none:
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{where}: {name} must be a number, got {describe(value)}")
+        extra = " or None" if allow_none else ""
+        raise TypeError(f"{where}: {name} must be {expected}{extra}, got {describe(value)}")
     value = float(value)
+    if low is None and high is None:
+        return value
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and (value >= high if high_open else value > high)
     if math.isnan(value) or too_low or too_high:
@@ -92,12 +103,30 @@ def check_number(where, name, value, low=None, high=None, low_open=False, high_o
     return value
 
 
+def check_real(where, name, value, **interval):
+    """``check_number`` worded "a real number": the operators' hyperparameters (alpha,
+    eps, p ...), which must stay Python floats so they never promote float32 data."""
+    return check_number(where, name, value, expected="a real number", **interval)
+
+
 def check_bool(where, name, value):
     """A bool (Python's or NumPy's); returned as ``bool``.  ``0``/``1`` and strings are
     refused: ``bias="False"`` is a bug, not a choice."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{where}: {name} must be a bool, got {describe(value)}")
     return bool(value)
+
+
+def check_positive_ints(where, **values):
+    """``check_int(where, name, value, low=1)`` for each keyword (a layer's sizes)."""
+    for name, value in values.items():
+        check_int(where, name, value, low=1)
+
+
+def check_bools(where, **values):
+    """``check_bool`` for each keyword (a layer's flags)."""
+    for name, value in values.items():
+        check_bool(where, name, value)
 
 
 def check_choice(where, name, value, choices):
@@ -115,8 +144,8 @@ def check_callable(where, name, value, allow_none=False):
     """A callable (or None when ``allow_none``)."""
     if value is None and allow_none:
         return None
-    if not callable(value):
-        raise TypeError(f"{where}: {name} must be callable, got {describe(value)}")
+    if not callable(value):      # the type says what was passed instead of a function
+        raise TypeError(f"{where}: {name} must be callable, got {type(value).__name__}")
     return value
 
 
@@ -164,11 +193,19 @@ def check_array(where, name, x):
                     f"{type(x).__name__}")
 
 
-def check_float_array(where, name, x):
-    """``check_array``, and the dtype must be floating point."""
+def kind_of(dtype):
+    """``dtype.kind``, with ml_dtypes' bfloat16 (kind 'V' to NumPy) counted as floating."""
+    return "f" if dtype.name == "bfloat16" else dtype.kind
+
+
+def check_float_array(where, name, x, shape=None):
+    """``check_array``, and the dtype must be floating point; with ``shape``, the array
+    must have exactly that shape (a weight, a bias)."""
     arr = check_array(where, name, x)
-    if arr.dtype.kind != "f":
+    if kind_of(arr.dtype) != "f":
         raise TypeError(f"{where}: {name} must be floating point, got dtype {arr.dtype}")
+    if shape is not None and tuple(arr.shape) != tuple(shape):
+        raise ValueError(f"{where}: {name} must have shape {tuple(shape)}, got {tuple(arr.shape)}")
     return arr
 
 
@@ -178,3 +215,38 @@ def check_shape(where, name, x, shape):
     if tuple(got) != tuple(shape):
         raise ValueError(f"{where}: {name} must have shape {tuple(shape)}, got {tuple(got)}")
     return x
+
+
+def check_axis(where, axis, ndim, name="axis", zero_dim=True):
+    """One axis of an ``ndim``-dim array, counted from the end when negative; returned in
+    [0, ndim).  A 0-dim array accepts axis 0 and -1 (as NumPy's reductions do) unless
+    ``zero_dim`` is False (a shape operator has no axis to act on there)."""
+    if not is_int(axis):
+        raise TypeError(f"{where}: {name} must be an int, got {describe(axis)}")
+    if not -ndim <= axis < max(ndim, 1):
+        raise ValueError(f"{where}: {name} {axis} is out of range for an input with {ndim} dims")
+    if ndim == 0 and not zero_dim:
+        raise ValueError(f"{where}: {name} {axis} is out of range for a 0-d input")
+    return int(axis) % max(ndim, 1)
+
+
+def check_axes(where, axis, ndim):
+    """None (all axes), an int or a sequence of ints, as None or a sorted tuple of distinct
+    axes in [0, ndim)."""
+    if axis is None:
+        return None
+    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
+    out = tuple(sorted(check_axis(where, a, ndim) for a in axes))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{where}: repeated axis in {axis}")
+    return out
+
+
+def check_training(where, training):
+    """The ``training`` flag of a random operator: None follows ``lz.Config.train``;
+    anything but a bool or None is a TypeError."""
+    if training is None:
+        return get_config().train
+    if not isinstance(training, (bool, np.bool_)):
+        raise TypeError(f"{where}: training must be a bool or None, got {type(training).__name__}")
+    return bool(training)

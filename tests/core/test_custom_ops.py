@@ -6,7 +6,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import check_all
+from lezero.testing import check_all
 
 
 class Cube(lz.Function):

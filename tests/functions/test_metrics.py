@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from tests.opcheck import rand
+from lezero.testing import rand
 
 
 def torch_accuracy(y, t, axis=1):

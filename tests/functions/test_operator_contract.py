@@ -16,7 +16,11 @@ checks), ``C`` a float array the operator only reads (running statistics, class 
     non-differentiable ones return outputs with ``requires_grad`` False;
 (e) plain arrays are constants (nothing is recorded), Variables receive ``.grad``;
 (f) no ``forward``/``backward`` (nor a helper they call) applies NumPy to the data:
-    a static scan of ``lezero/functions``.
+    a static scan of ``lezero/functions``;
+(g) every path -- float32 and float64, Numba on and off, NumPy and CuPy (``gpu``) -- gives
+    the numbers of the reference path (NumPy, no Numba, float64), outputs and gradients.
+
+Adding an operator to all of these checks means adding one row to ``CALLS``.
 
 Gaps in modules whose owners maintain them separately (convolution, pooling, attention,
 recurrence) are listed in explicit, commented tables below and run as strict xfails (or
@@ -33,7 +37,7 @@ import pytest
 import lezero as lz
 from lezero.core import backward as core_backward
 from lezero.functions import registry
-from lezero.functions.rnn_packed import PackedSequence
+from lezero.functions.rnn.packed import PackedSequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -268,7 +272,7 @@ CALLS = {
                                          A(12, 4), A(12), None, None, False, 0.0,
                                          A(4, 4), A(4)),
     # recurrence
-    "lstm_cell": Call(A(2, 3), A(2, 4), A(2, 4), A(16, 3), A(16, 4), A(16), A(16)),
+    "lstm_cell": Call(A(2, 3), (A(2, 4), A(2, 4)), A(16, 3), A(16, 4), A(16), A(16)),
     "gru_cell": Call(A(2, 3), A(2, 4), A(12, 3), A(12, 4), A(12), A(12)),
     "rnn_tanh_cell": Call(A(2, 3), A(2, 4), A(4, 3), A(4, 4), A(4), A(4)),
     "rnn_relu_cell": Call(A(2, 3), A(2, 4, low=0.1), A(4, 3), A(4, 4), A(4), A(4)),
@@ -558,6 +562,85 @@ def test_differentiability_matches_the_registry(name):
         assert np.any(lz.cuda.as_numpy(g.data) != 0), f"{name}: gradient {k} is all zeros"
 
 
+# ----- (g) the same numbers on every path --------------------------------------------------
+# Every operator of CALLS, in float32 and float64, with the Numba kernels on and off, on
+# NumPy and (where a device is present) CuPy, gives the forward values and input gradients
+# of one reference run: NumPy, Numba off, float64.  Random operators draw from the process
+# generator, seeded the same way each time (CuPy's generator differs: there they are only
+# checked for shapes and dtypes).
+
+RANDOM = {"dropout", "alpha_dropout", "dropout1d", "dropout2d", "dropout3d", "rrelu",
+          "gumbel_softmax"}
+PATH_TOLERANCE = {np.float32: (1e-4, 1e-5), np.float64: (1e-11, 1e-12)}
+_REFERENCE = {}
+
+
+def _on_backend(values, xp):
+    if xp is np:
+        return values
+    return [xp.asarray(v) if isinstance(v, np.ndarray) else v for v in values]
+
+
+def _run_path(case, dtype, xp, use_numba):
+    """Forward outputs and input gradients (NumPy arrays) of one run of the case."""
+    values = _on_backend(case.arrays(dtype), xp)
+    variables = []
+    for j in case.grad_slots():
+        values[j] = lz.Variable(values[j])
+        variables.append(values[j])
+    lz.manual_seed(0)
+    with lz.using_config("use_numba", use_numba):
+        outs = _outputs(case.run(values))
+        live = [y for y in outs if y.requires_grad]
+        grads = []
+        if live and case.info.differentiable:
+            ups = [xp.asarray(u) for u in _upstream(live)]
+            grads = lz.grad(live, variables, grad_outputs=ups, allow_unused=True)
+    return ([lz.cuda.as_numpy(y.data) for y in outs],
+            [None if g is None else lz.cuda.as_numpy(g.data) for g in grads])
+
+
+def _reference(case):
+    if case.name not in _REFERENCE:
+        _REFERENCE[case.name] = _run_path(case, np.float64, np, False)
+    return _REFERENCE[case.name]
+
+
+def _backend(name):
+    if name == "numpy":
+        return np
+    import cupy
+    return cupy
+
+
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("use_numba", [True, False], ids=["numba", "no_numba"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("name", OPS)
+def test_every_path_gives_the_reference_numbers(name, dtype, use_numba, backend):
+    case = Case(name)
+    xp = _backend(backend)
+    outs, grads = _run_path(case, dtype, xp, use_numba)
+    ref_outs, ref_grads = _reference(case)
+    rtol, atol = PATH_TOLERANCE[dtype]
+    exact = name in RANDOM and xp is not np
+    assert len(outs) == len(ref_outs) and len(grads) == len(ref_grads), name
+    for kind, got, want in [("output", outs, ref_outs), ("gradient", grads, ref_grads)]:
+        for k, (a, b) in enumerate(zip(got, want)):
+            where = f"{name} {kind} {k} ({np.dtype(dtype).name}, {backend}, numba={use_numba})"
+            if b is None:
+                assert a is None, where
+                continue
+            assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
+            if exact:
+                continue
+            if b.dtype.kind != "f":
+                np.testing.assert_array_equal(a, b, err_msg=where)
+            else:
+                scale = max(1.0, float(np.nanmax(np.abs(b))) if b.size else 1.0)
+                np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale, err_msg=where)
+
+
 # ----- (e) constants --------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", OPS)
@@ -588,11 +671,7 @@ FUNCTIONS_DIR = os.path.join(ROOT, "lezero", "functions")
 # Key: "path: function: np.name" (no line numbers, so edits elsewhere do not break it).
 # An entry that no longer occurs in its file fails the test, so the list shrinks as they
 # are fixed.
-ALLOWED = {
-    # Joins the batch parts of a CPU-threaded convolution.  parts_for() splits only NumPy
-    # problems, so it never sees CuPy today, but xp_of(outs[0]).concatenate says so.
-    "lezero/functions/conv_algos/parallel.py: run_product: np.concatenate",
-}
+ALLOWED = set()
 
 # NumPy names that only describe dtypes and shapes, or set error states: always fine.
 DTYPE_AND_SHAPE = {"dtype", "result_type", "promote_types", "can_cast", "finfo", "iinfo",
@@ -723,8 +802,7 @@ class _Module:
         for n in self.tree.body:
             if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("lezero.functions."):
                 for alias in n.names:
-                    self.imports[alias.asname or alias.name] = (n.module.rsplit(".", 1)[1],
-                                                                alias.name)
+                    self.imports[alias.asname or alias.name] = (n.module, alias.name)
 
     @staticmethod
     def methods(cls):
@@ -732,13 +810,16 @@ class _Module:
 
 
 def _modules():
+    """Every module under lezero/functions, keyed by its dotted name."""
     mods = {}
     for dirpath, _, files in os.walk(FUNCTIONS_DIR):
         for f in sorted(files):
             if f.endswith(".py"):
                 path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, ROOT)
+                name = rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
                 with open(path, encoding="utf-8") as src:
-                    mods[f[:-3]] = _Module(os.path.relpath(path, ROOT), src.read())
+                    mods[name] = _Module(rel, src.read())
     return mods
 
 
@@ -869,7 +950,8 @@ def helper(shape, g):
 def op(x):
     return np.exp(x)        # a wrapper, not forward/backward: not followed
 '''
-    mods = {"here": _Module("here.py", src), "other": _Module("other.py", other)}
+    mods = {"here": _Module("here.py", src),
+            "lezero.functions.other": _Module("other.py", other)}
     found = scan_numpy_on_data(mods)
     assert sorted(found) == ["here.py: Op.forward: np.exp", "here.py: _local: np.tanh"]
     assert found["here.py: Op.forward: np.exp"].startswith("here.py:16: ")

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from lezero.kernels import conv_direct as dk
+from lezero.kernels import numba_available
 from lezero.kernels import im2col as ik
 from lezero.kernels import winograd as wk
 
-pytestmark = pytest.mark.skipif(ik.njit is None, reason="Numba is not installed")
+pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 # (x shape (N, C, D, H, W), kernel, stride, pad_lo, dilation)
 GEOMETRIES = [

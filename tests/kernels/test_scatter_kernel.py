@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.functions._utils import scatter_add_
+from lezero.kernels.scatter import scatter_add_
 from lezero.kernels import numba_available
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")

@@ -1,9 +1,9 @@
 """Helpers shared by the layers: parameter creation, PyTorch's default initialisation,
-argument checks, and ``op_module`` (a layer made from an operator and an argument spec)."""
+``named_errors``, and ``op_module`` (a layer made from an operator and an argument spec).
+Argument checks come from ``lezero.utils.checks``."""
 import contextlib
 import inspect
 import math
-import numbers
 
 import numpy as np
 
@@ -11,11 +11,23 @@ from lezero import cuda
 from lezero.core import Parameter, Variable
 from lezero.nn import init
 from lezero.nn.module import Module
+from lezero.utils.checks import (check_bool, check_choice, check_int, check_number, describe,
+                                 is_int)
 
 
 def empty_parameter(*shape, dtype=np.float32):
     """A float32 Parameter to be filled by an initialiser."""
     return Parameter(np.empty(shape, dtype=dtype))
+
+
+def weight_and_bias(module, weight_shape, bias_size, bias):
+    """Give ``module`` a ``weight`` of ``weight_shape`` and, when ``bias``, a ``bias`` of
+    ``bias_size`` entries (else ``bias`` is registered as None, as PyTorch does)."""
+    module.weight = empty_parameter(*weight_shape)
+    if bias:
+        module.bias = empty_parameter(bias_size)
+    else:
+        module.register_parameter("bias", None)
 
 
 def reset_fan_in_uniform(weight, bias):
@@ -26,42 +38,6 @@ def reset_fan_in_uniform(weight, bias):
         fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
         bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
         init.uniform_(bias, -bound, bound)
-
-
-def ntuple(value, n, name, layer):
-    """An int or a length-n tuple of positive ints, as a tuple."""
-    out = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(out) != n or not all(isinstance(v, int) for v in out):
-        raise ValueError(f"{layer}: {name} must be an int or a tuple of {n} ints, got {value!r}")
-    return out
-
-
-def check_positive(layer, **values):
-    for name, v in values.items():
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"{layer}: {name} must be a positive int, got {v!r}")
-
-
-def check_number(layer, name, value, low=None, high=None):
-    """A real number (not a bool), optionally inside [low, high]; returned as float."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{layer}: {name} must be a number, got {value!r}")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise ValueError(f"{layer}: {name} must be in [{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def check_bool(layer, **values):
-    for name, v in values.items():
-        if not isinstance(v, (bool, np.bool_)):
-            raise TypeError(f"{layer}: {name} must be a bool, got {v!r}")
-
-
-def check_choice(layer, name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{layer}: {name} must be one of {', '.join(map(repr, choices))}, "
-                         f"got {value!r}")
-    return value
 
 
 @contextlib.contextmanager
@@ -85,12 +61,17 @@ def _check_arg(layer, name, value, kind):
     if kind == "number":
         check_number(layer, name, value)
     elif kind == "bool":
-        check_bool(layer, **{name: value})
+        check_bool(layer, name, value)
     elif kind in ("int", "int?"):
-        if not (value is None and kind == "int?") and (
-                isinstance(value, bool) or not isinstance(value, (int, np.integer))):
-            raise TypeError(f"{layer}: {name} must be an int"
-                            f"{' or None' if kind == 'int?' else ''}, got {value!r}")
+        check_int(layer, name, value, allow_none=kind == "int?")
+    elif kind in ("size", "size?"):            # an int or a tuple of ints (None allowed in
+        entries = value if isinstance(value, (tuple, list)) else (value,)   # "size?")
+        if value is None and kind == "size?":
+            return
+        if not entries or not all(is_int(v) or (v is None and kind == "size?")
+                                  for v in entries):
+            raise TypeError(f"{layer}: {name} must be an int or a tuple of ints, got "
+                            f"{describe(value)}")
     else:                                    # a tuple of allowed values
         check_choice(layer, name, value, kind)
 
@@ -169,7 +150,8 @@ def _as_buffer(layer, name, value):
 def op_module(fn, *spec, n_inputs=1, base=OpModule):
     """A base class for a layer applying ``fn`` (see ``OpModule``).  ``spec`` lists the
     constructor arguments as (name, default, kind); kinds: "number", "bool",
-    "int", "int?" (int or None), "buffer" (an array or None, registered as a buffer),
+    "int", "int?" (int or None), "size" (an int or a tuple of ints), "size?" (the same,
+    None allowed, also as an entry), "buffer" (an array or None, registered as a buffer),
     "any" (left to the operator) or a tuple of allowed values.  A default of ``REQUIRED``
     makes the argument required; a "*" entry makes the arguments after it keyword-only."""
     params, kind = [], inspect.Parameter.POSITIONAL_OR_KEYWORD

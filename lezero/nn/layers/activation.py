@@ -7,8 +7,9 @@ constructor, and are handed to the operator in ``forward`` (a ``dim`` becomes ``
 always return a new Variable, since backward may need the input as it was.
 """
 import lezero.functions as F
-from lezero.nn.layers._utils import REQUIRED, check_number, empty_parameter, op_module
+from lezero.nn.layers._utils import REQUIRED, empty_parameter, op_module
 from lezero.nn.module import Module
+from lezero.utils.checks import check_int, check_number
 
 _INPLACE = ("inplace", False, "bool")
 
@@ -183,10 +184,7 @@ class PReLU(Module):
 
     def __init__(self, num_parameters=1, init=0.25):
         super().__init__()
-        if isinstance(num_parameters, bool) or not isinstance(num_parameters, int) \
-                or num_parameters < 1:
-            raise ValueError(f"PReLU: num_parameters must be a positive int, got "
-                             f"{num_parameters!r}")
+        check_int("PReLU", "num_parameters", num_parameters, low=1)
         self.num_parameters = num_parameters
         self.init = check_number("PReLU", "init", init)
         self.weight = empty_parameter(num_parameters)

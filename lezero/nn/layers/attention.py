@@ -8,14 +8,14 @@ otherwise), ``in_proj_bias`` (3E,), the output projection as a ``Linear`` submod
 """
 import numpy as np
 
-import lezero.functions as F
 from lezero import cuda
 from lezero.core import Variable
+import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import (check_bool, check_number, check_positive, empty_parameter,
-                                     named_errors)
+from lezero.nn.layers._utils import empty_parameter, named_errors
 from lezero.nn.layers.linear import Linear
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_number, check_positive_ints
 
 
 def causal_mask(size, like=None):
@@ -46,15 +46,15 @@ class MultiheadAttention(Module):
                  add_zero_attn=False, kdim=None, vdim=None, batch_first=False):
         super().__init__()
         name = "MultiheadAttention"
-        check_positive(name, embed_dim=embed_dim, num_heads=num_heads)
+        check_positive_ints(name, embed_dim=embed_dim, num_heads=num_heads)
         if embed_dim % num_heads:
             raise ValueError(f"{name}: embed_dim ({embed_dim}) must be divisible by num_heads "
                              f"({num_heads})")
-        check_bool(name, bias=bias, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
-                   batch_first=batch_first)
+        check_bools(name, bias=bias, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn,
+                    batch_first=batch_first)
         kdim = embed_dim if kdim is None else kdim
         vdim = embed_dim if vdim is None else vdim
-        check_positive(name, kdim=kdim, vdim=vdim)
+        check_positive_ints(name, kdim=kdim, vdim=vdim)
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, \
             embed_dim // num_heads
         self.kdim, self.vdim = kdim, vdim

@@ -1,8 +1,8 @@
 """Convolution layers with PyTorch's constructor arguments and weight layouts."""
 import lezero.functions as F
-from lezero.nn.layers._utils import (check_positive, empty_parameter, lazy_layer, ntuple,
-                                     reset_fan_in_uniform)
+from lezero.nn.layers._utils import lazy_layer, reset_fan_in_uniform, weight_and_bias
 from lezero.nn.module import Module
+from lezero.utils.checks import check_positive_ints, ntuple
 
 
 class _ConvNd(Module):
@@ -15,7 +15,8 @@ class _ConvNd(Module):
                  dilation=1, groups=1, bias=True, padding_mode="zeros"):
         super().__init__()
         name = type(self).__name__
-        check_positive(name, in_channels=in_channels, out_channels=out_channels, groups=groups)
+        check_positive_ints(name, in_channels=in_channels, out_channels=out_channels,
+                            groups=groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
                              f"({out_channels}) must be divisible by groups ({groups})")
@@ -27,20 +28,16 @@ class _ConvNd(Module):
                              f"{padding_mode!r}")
         self.padding_mode = padding_mode
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = ntuple(kernel_size, self.n, "kernel_size", name)
-        self.stride = ntuple(stride, self.n, "stride", name)
-        self.dilation = ntuple(dilation, self.n, "dilation", name)
-        self.padding = padding if isinstance(padding, str) else ntuple(padding, self.n,
-                                                                        "padding", name)
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, self.n)
+        self.stride = ntuple(name, "stride", stride, self.n)
+        self.dilation = ntuple(name, "dilation", dilation, self.n)
+        takes_string = isinstance(padding, str) and not self.transposed   # "same", "valid"
+        self.padding = padding if takes_string else ntuple(name, "padding", padding, self.n)
         if self.transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = empty_parameter(*shape)
-        if bias:
-            self.bias = empty_parameter(out_channels)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, shape, out_channels, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -96,8 +93,8 @@ def _conv_transpose_layer(n, fn):
             super().__init__(in_channels, out_channels, kernel_size, stride=stride,
                              padding=padding, dilation=dilation, groups=groups, bias=bias,
                              padding_mode=padding_mode)
-            self.output_padding = ntuple(output_padding, self.n, "output_padding",
-                                         type(self).__name__)
+            self.output_padding = ntuple(type(self).__name__, "output_padding",
+                                         output_padding, self.n)
 
         def forward(self, x):
             self._check_input(x)

@@ -5,8 +5,6 @@ inputs, which broadcast.
 """
 import lezero.functions as F
 from lezero.nn.layers._utils import op_module
-
-
 class CosineSimilarity(op_module(F.cosine_similarity, ("dim", 1, "int"), ("eps", 1e-8, "number"),
                                  n_inputs=2)):
     """Cosine similarity of ``x1`` and ``x2`` along ``dim``, each norm clamped from below by

@@ -5,8 +5,9 @@ Each passes ``training=self.training`` to its operator, so the module's own mode
 process generator: ``lz.manual_seed`` reproduces them.
 """
 import lezero.functions as F
-from lezero.nn.layers._utils import check_bool, check_number, named_errors
+from lezero.nn.layers._utils import named_errors
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_number
 
 
 class _DropoutNd(Module):
@@ -18,7 +19,7 @@ class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         self.p = check_number(type(self).__name__, "p", p, 0.0, 1.0)
-        check_bool(type(self).__name__, inplace=inplace)
+        check_bools(type(self).__name__, inplace=inplace)
         self.inplace = inplace
 
     def forward(self, input):

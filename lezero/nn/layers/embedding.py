@@ -1,12 +1,13 @@
 """``Embedding`` and ``EmbeddingBag``: lookup tables of learnt vectors, as in ``torch.nn``."""
 import numpy as np
 
-import lezero.functions as F
 from lezero import cuda
 from lezero.core import Parameter, Variable
+import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import check_bool, check_number, check_positive, empty_parameter
+from lezero.nn.layers._utils import empty_parameter
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_int, check_number, check_positive_ints
 
 
 class _LookupTable(Module):
@@ -15,11 +16,11 @@ class _LookupTable(Module):
 
     def _setup(self, name, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
                _weight):
-        check_positive(name, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        check_positive_ints(name, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None:
-            if isinstance(padding_idx, bool) or not isinstance(padding_idx, int) \
-                    or not -num_embeddings <= padding_idx < num_embeddings:
+            if not -num_embeddings <= check_int(name, "padding_idx", padding_idx) \
+                    < num_embeddings:
                 raise ValueError(f"{name}: padding_idx must be an int in "
                                  f"[-{num_embeddings}, {num_embeddings}), got {padding_idx!r}")
             padding_idx %= num_embeddings
@@ -68,8 +69,8 @@ class Embedding(_LookupTable):
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False):
         super().__init__()
-        check_bool("Embedding", scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
-                   _freeze=_freeze)
+        check_bools("Embedding", scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
+                    _freeze=_freeze)
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self._setup("Embedding", num_embeddings, embedding_dim, padding_idx, max_norm,
                     norm_type, _weight)
@@ -128,8 +129,8 @@ class EmbeddingBag(_LookupTable):
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
         self.mode = mode
-        check_bool("EmbeddingBag", scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
-                   include_last_offset=include_last_offset)
+        check_bools("EmbeddingBag", scale_grad_by_freq=scale_grad_by_freq, sparse=sparse,
+                    include_last_offset=include_last_offset)
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         self.include_last_offset = include_last_offset
         self._setup("EmbeddingBag", num_embeddings, embedding_dim, padding_idx, max_norm,
@@ -150,7 +151,7 @@ class EmbeddingBag(_LookupTable):
         """An EmbeddingBag holding a copy of the 2-D ``embeddings``; ``freeze`` (default)
         makes its weight receive no gradient."""
         data = cls._pretrained("EmbeddingBag", embeddings)
-        check_bool("EmbeddingBag.from_pretrained", freeze=freeze)
+        check_bools("EmbeddingBag.from_pretrained", freeze=freeze)
         rows, dim = data.shape
         bag = cls(rows, dim, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
                   _weight=data, include_last_offset=include_last_offset,

@@ -3,9 +3,9 @@ import math
 
 import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import (check_positive, empty_parameter, lazy_layer,
-                                     reset_fan_in_uniform)
+from lezero.nn.layers._utils import lazy_layer, reset_fan_in_uniform, weight_and_bias
 from lezero.nn.module import Module
+from lezero.utils.checks import check_positive_ints
 
 
 class Identity(Module):
@@ -23,13 +23,10 @@ class Linear(Module):
 
     def __init__(self, in_features, out_features, bias=True):
         super().__init__()
-        check_positive(type(self).__name__, in_features=in_features, out_features=out_features)
+        check_positive_ints(type(self).__name__, in_features=in_features,
+                            out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
-        self.weight = empty_parameter(out_features, in_features)
-        if bias:
-            self.bias = empty_parameter(out_features)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in_features), out_features, bias)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -64,15 +61,11 @@ class Bilinear(Module):
 
     def __init__(self, in1_features, in2_features, out_features, bias=True):
         super().__init__()
-        check_positive("Bilinear", in1_features=in1_features, in2_features=in2_features,
-                       out_features=out_features)
+        check_positive_ints("Bilinear", in1_features=in1_features, in2_features=in2_features,
+                            out_features=out_features)
         self.in1_features, self.in2_features = in1_features, in2_features
         self.out_features = out_features
-        self.weight = empty_parameter(out_features, in1_features, in2_features)
-        if bias:
-            self.bias = empty_parameter(out_features)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias)
         self.reset_parameters()
 
     def reset_parameters(self):

@@ -10,7 +10,6 @@ and turned into ``reduction`` as PyTorch does.
 """
 import lezero.functions as F
 from lezero.nn.layers._utils import OpModule, op_module
-
 _REDUCTIONS = ("none", "mean", "sum")
 _SA, _RE = ("size_average", None, "any"), ("reduce", None, "any")    # deprecated
 _REDUCTION = ("reduction", "mean", _REDUCTIONS)

@@ -10,9 +10,9 @@ place, so the module only chooses the momentum and counts batches.
 import numpy as np
 
 import lezero.functions as F
-from lezero.nn.layers._utils import (check_bool, check_number, check_positive, empty_parameter,
-                                     lazy_layer, named_errors)
+from lezero.nn.layers._utils import empty_parameter, lazy_layer, named_errors
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_int_or_tuple, check_number, check_positive_ints
 
 
 def _affine_parameters(module, shape, weight, bias):
@@ -41,8 +41,8 @@ class _NormBase(Module):
                  track_running_stats=True, *, bias=True):
         super().__init__()
         name = type(self).__name__
-        check_positive(name, num_features=num_features)
-        check_bool(name, affine=affine, track_running_stats=track_running_stats, bias=bias)
+        check_positive_ints(name, num_features=num_features)
+        check_bools(name, affine=affine, track_running_stats=track_running_stats, bias=bias)
         self.num_features = num_features
         self.eps = check_number(name, "eps", eps, 0.0)
         self.momentum = None if momentum is None else check_number(name, "momentum", momentum,
@@ -207,15 +207,14 @@ class _ShapeNorm(Module):
     def __init__(self, normalized_shape, eps, elementwise_affine, bias):
         super().__init__()
         name = type(self).__name__
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) \
-            else tuple(normalized_shape)
-        if not shape or any(isinstance(s, bool) or not isinstance(s, (int, np.integer))
-                            or s <= 0 for s in shape):
+        shape = check_int_or_tuple(name, "normalized_shape", normalized_shape)
+        shape = (shape,) if isinstance(shape, int) else shape
+        if not shape or any(s <= 0 for s in shape):
             raise ValueError(f"{name}: normalized_shape must be a positive int or a non-empty "
                              f"tuple of them, got {normalized_shape!r}")
-        check_bool(name, elementwise_affine=elementwise_affine)
+        check_bools(name, elementwise_affine=elementwise_affine)
         if bias is not None:
-            check_bool(name, bias=bias)
+            check_bools(name, bias=bias)
         self.normalized_shape = tuple(int(s) for s in shape)
         self.eps = None if eps is None else check_number(name, "eps", eps, 0.0)
         self.elementwise_affine = elementwise_affine
@@ -267,11 +266,11 @@ class GroupNorm(Module):
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, *, bias=True):
         super().__init__()
-        check_positive("GroupNorm", num_groups=num_groups, num_channels=num_channels)
+        check_positive_ints("GroupNorm", num_groups=num_groups, num_channels=num_channels)
         if num_channels % num_groups:
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
                              f"num_groups ({num_groups})")
-        check_bool("GroupNorm", affine=affine, bias=bias)
+        check_bools("GroupNorm", affine=affine, bias=bias)
         self.num_groups, self.num_channels, self.affine = num_groups, num_channels, affine
         self.eps = check_number("GroupNorm", "eps", eps, 0.0)
         _affine_parameters(self, (num_channels,), affine, affine and bias)
@@ -296,7 +295,7 @@ class LocalResponseNorm(Module):
 
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
         super().__init__()
-        check_positive("LocalResponseNorm", size=size)
+        check_positive_ints("LocalResponseNorm", size=size)
         self.size = size
         self.alpha = check_number("LocalResponseNorm", "alpha", alpha)
         self.beta = check_number("LocalResponseNorm", "beta", beta)

@@ -12,11 +12,11 @@ the padded dims; reflection, replication and circular pads take an unbatched (C,
 batched (N, C, *) input.  Reflection needs each pad smaller than the dim it pads, circular
 at most that dim (PyTorch's limits; NumPy would keep reflecting or wrapping instead).
 """
-import numbers
 
 import lezero.functions as F
-from lezero.nn.layers._utils import check_number, named_errors
+from lezero.nn.layers._utils import named_errors
 from lezero.nn.module import Module
+from lezero.utils.checks import check_number, is_int
 
 # How an error describes the unbatched and batched inputs of an n-d non-constant pad.
 _LAYOUTS = {1: ("(C, W)", "(N, C, W)"), 2: ("(C, H, W)", "(N, C, H, W)"),
@@ -25,9 +25,6 @@ _LAYOUTS = {1: ("(C, W)", "(N, C, W)"), 2: ("(C, H, W)", "(N, C, H, W)"),
 
 def _padding_tuple(layer, padding, n):
     """An int, or a tuple/list of 2n ints in PyTorch's order, as a tuple of 2n ints."""
-    def is_int(v):
-        return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
     if is_int(padding):
         return (int(padding),) * (2 * n)
     if not isinstance(padding, (tuple, list)) or not all(is_int(v) for v in padding):

@@ -2,19 +2,18 @@
 operators of the same names, with ``torch.nn``'s constructor arguments.
 
 They have no parameters.  Arguments are stored as given (``kernel_size=2`` stays an int,
-as in PyTorch); their values are checked by the operator on the first call, and its error
-is reported with the layer's name.
+as in PyTorch); their kinds are checked when the layer is made, their values by the
+operator on the first call, whose error is reported with the layer's name.
 """
 import lezero.functions as F
 from lezero.nn.layers._utils import REQUIRED, OpModule, named_errors, op_module
-
-_KERNEL = ("kernel_size", REQUIRED, "any")
-_STRIDE = ("stride", None, "any")
-_PADDING = ("padding", 0, "any")
-_DILATION = ("dilation", 1, "any")
+_KERNEL = ("kernel_size", REQUIRED, "size")
+_STRIDE = ("stride", None, "size?")
+_PADDING = ("padding", 0, "size")
+_DILATION = ("dilation", 1, "size")
 _CEIL = ("ceil_mode", False, "bool")
 _INDICES = ("return_indices", False, "bool")
-_OUTPUT = ("output_size", REQUIRED, "any")
+_OUTPUT = ("output_size", REQUIRED, "size?")
 
 
 class _WindowPool(OpModule):

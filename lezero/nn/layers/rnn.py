@@ -9,13 +9,14 @@ which run the whole sequence in one Function per layer and direction and accept 
 """
 import math
 
-import lezero.functions as F
 from lezero.core import Variable
 from lezero.functions import PackedSequence
+import lezero.functions as F
 from lezero.nn import init
-from lezero.nn.layers._utils import (check_bool, check_choice, check_number, check_positive,
-                                     empty_parameter, named_errors)
+from lezero.nn.layers._utils import empty_parameter, named_errors
 from lezero.nn.module import Module
+from lezero.utils.checks import (check_bools, check_choice, check_int, check_number,
+                                 check_positive_ints)
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _FUSED = {"LSTM": F.lstm, "GRU": F.gru, "RNN_TANH": F.rnn_tanh, "RNN_RELU": F.rnn_relu}
@@ -34,10 +35,10 @@ class RNNBase(Module):
                  batch_first=False, dropout=0.0, bidirectional=False, proj_size=0):
         super().__init__()
         name = type(self).__name__
-        check_positive(name, input_size=input_size, hidden_size=hidden_size,
-                       num_layers=num_layers)
-        check_bool(name, bias=bias, batch_first=batch_first, bidirectional=bidirectional)
-        if proj_size != 0:
+        check_positive_ints(name, input_size=input_size, hidden_size=hidden_size,
+                            num_layers=num_layers)
+        check_bools(name, bias=bias, batch_first=batch_first, bidirectional=bidirectional)
+        if check_int(name, "proj_size", proj_size) != 0:
             raise ValueError(f"{name}: proj_size={proj_size!r} (LSTM projections) is not "
                              "supported; only proj_size=0")
         self.mode = mode
@@ -141,8 +142,8 @@ class RNNCellBase(Module):
     def __init__(self, input_size, hidden_size, bias=True):
         super().__init__()
         name = type(self).__name__
-        check_positive(name, input_size=input_size, hidden_size=hidden_size)
-        check_bool(name, bias=bias)
+        check_positive_ints(name, input_size=input_size, hidden_size=hidden_size)
+        check_bools(name, bias=bias)
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         rows = self.gates * hidden_size
         self.weight_ih = empty_parameter(rows, input_size)
@@ -200,7 +201,7 @@ class LSTMCell(RNNCellBase):
             raise TypeError(f"LSTMCell: hx must be a tuple (h, c) or None, got "
                             f"{type(hx).__name__}")
         with named_errors("LSTMCell"):
-            return F.lstm_cell(input, hx[0], hx[1], *self._weights())
+            return F.lstm_cell(input, (hx[0], hx[1]), *self._weights())
 
 
 class GRUCell(RNNCellBase):

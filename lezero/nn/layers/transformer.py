@@ -12,12 +12,12 @@ import copy
 import lezero.functions as F
 from lezero.nn import init
 from lezero.nn.containers import ModuleList
-from lezero.nn.layers._utils import check_bool, check_positive
 from lezero.nn.layers.attention import MultiheadAttention, causal_mask
 from lezero.nn.layers.dropout import Dropout
 from lezero.nn.layers.linear import Linear
 from lezero.nn.layers.normalization import LayerNorm
 from lezero.nn.module import Module
+from lezero.utils.checks import check_bools, check_number, check_positive_ints
 
 _ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -51,12 +51,36 @@ class _Block(Module):
     checks and the constructor arguments."""
 
     def _setup(self, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-               batch_first, norm_first, bias):
+               batch_first, norm_first, bias, sublayers):
+        """Check the arguments and build the sub-modules in PyTorch's order (so the
+        state_dict keys line up): self-attention, cross-attention for a decoder
+        (``sublayers`` == 3), the feed-forward pair, then one LayerNorm and one Dropout per
+        sub-layer."""
         name = type(self).__name__
-        check_positive(name, d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward)
-        check_bool(name, batch_first=batch_first, norm_first=norm_first, bias=bias)
+        check_positive_ints(name, d_model=d_model, nhead=nhead,
+                            dim_feedforward=dim_feedforward)
+        check_bools(name, batch_first=batch_first, norm_first=norm_first, bias=bias)
+        check_number(name, "dropout", dropout, 0.0, 1.0)
+        check_number(name, "layer_norm_eps", layer_norm_eps, 0.0)
         self.d_model, self.batch_first, self.norm_first = d_model, batch_first, norm_first
-        return _activation(name, activation)
+        act = _activation(name, activation)
+        attention = dict(dropout=dropout, bias=bias, batch_first=batch_first)
+        self.self_attn = MultiheadAttention(d_model, nhead, **attention)
+        if sublayers == 3:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, **attention)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
+        for k in range(1, sublayers + 1):
+            setattr(self, f"norm{k}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias))
+        for k in range(1, sublayers + 1):
+            setattr(self, f"dropout{k}", Dropout(dropout))
+        self.activation = act
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
 
     def _ff_block(self, x, last_dropout):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
@@ -81,23 +105,8 @@ class TransformerEncoderLayer(_Block):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
         super().__init__()
-        act = self._setup(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                          batch_first, norm_first, bias)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.activation = act
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
+        self._setup(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, sublayers=2)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
         self._check("src", src)
@@ -120,27 +129,8 @@ class TransformerDecoderLayer(_Block):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True):
         super().__init__()
-        act = self._setup(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                          batch_first, norm_first, bias)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias)
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias)
-        self.dropout1 = Dropout(dropout)
-        self.dropout2 = Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = act
-
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)
+        self._setup(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                    batch_first, norm_first, bias, sublayers=3)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
@@ -184,7 +174,7 @@ class TransformerEncoder(Module):
         if not isinstance(encoder_layer, Module):
             raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got "
                             f"{type(encoder_layer).__name__}")
-        check_positive("TransformerEncoder", num_layers=num_layers)
+        check_positive_ints("TransformerEncoder", num_layers=num_layers)
         self.layers = _clones(encoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm
@@ -207,7 +197,7 @@ class TransformerDecoder(Module):
         if not isinstance(decoder_layer, Module):
             raise TypeError(f"TransformerDecoder: decoder_layer must be a Module, got "
                             f"{type(decoder_layer).__name__}")
-        check_positive("TransformerDecoder", num_layers=num_layers)
+        check_positive_ints("TransformerDecoder", num_layers=num_layers)
         self.layers = _clones(decoder_layer, num_layers)
         self.num_layers = num_layers
         self.norm = norm

@@ -1,0 +1,150 @@
+"""What every convolution algorithm shares: the interface, the cache between a forward and
+its backward, scratch buffers and small window helpers.
+
+An algorithm computes the three products of a convolution on raw arrays:
+
+    forward(x, w)        -> y      the convolution
+    grad_input(gy, w)    -> gx     its adjoint in x (the transposed convolution)
+    grad_weight(x, gy)   -> gw     its adjoint in w
+
+The autograd Functions in ``functions.py`` call these; the gradients of these products are
+again these products, so one set of three serves any order of differentiation.
+
+``cache`` is a dict that one convolution call shares between its forward and its
+backward, so an algorithm can keep a transform it would otherwise recompute (Winograd keeps
+the transformed input and filter).  Entries are keyed by the array they were computed
+from and are used only when that very array comes back (checked with ``is``).
+"""
+import math
+import threading
+
+import numpy as np
+
+
+OPS = ("forward", "grad_input", "grad_weight")
+
+
+class Algorithm:
+    """Base class: subclasses set ``name`` and implement the three products."""
+
+    name = ""
+    summary = ""
+
+    def unsupported(self, prob):
+        """None when this algorithm handles the problem, else the reason why not."""
+        return None
+
+    def forward(self, x, w, prob, cache):
+        raise NotImplementedError
+
+    def grad_input(self, gy, w, prob, cache):
+        raise NotImplementedError
+
+    def grad_weight(self, x, gy, prob, cache):
+        raise NotImplementedError
+
+    def run(self, op, a, b, prob, cache):
+        """Dispatch by op name (used by autotuning and ``conv_explain``)."""
+        return getattr(self, op)(a, b, prob, cache)
+
+    def workspace_bytes(self, prob, op):
+        """Temporary memory the op needs besides its inputs and output."""
+        return 0
+
+    def predict(self, prob, op, reuse=False):
+        """Predicted seconds for the op on one thread (the cost model).  ``reuse``: the
+        same algorithm ran the forward pass, so what it cached there is free."""
+        raise NotImplementedError
+
+
+def cached(cache, name, key):
+    """The value stored under ``name`` if it was computed from the array ``key``."""
+    if cache is None:
+        return None
+    entry = cache.get(name)
+    if entry is not None and entry[0] is key:
+        return entry[1]
+    return None
+
+
+def store(cache, name, key, value):
+    if cache is not None:
+        cache[name] = (key, value)
+    return value
+
+
+# ----- scratch buffers ------------------------------------------------------------------------
+# Large temporaries (im2col columns, Winograd products) are reused across calls instead of
+# allocated: a fresh 75 MB array costs ~20k page faults, more than the copy into it.  Each
+# thread has its own pool; a buffer is valid until the next request of the same name, so
+# scratch never outlives the algorithm call that asked for it.
+
+_pool = threading.local()
+
+
+def scratch(name, shape, dtype, xp=np):
+    """An uninitialised array of ``shape`` from the reusable buffer ``name``."""
+    if xp is not np:                      # CuPy has its own caching allocator
+        return xp.empty(shape, dtype=dtype)
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    bufs = getattr(_pool, "bufs", None)
+    if bufs is None:
+        bufs = _pool.bufs = {}
+    buf = bufs.get(name)
+    if buf is None or buf.nbytes < nbytes:
+        buf = bufs[name] = np.empty(max(nbytes, 1), dtype=np.uint8)
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
+def clear_scratch():
+    """Free this thread's scratch buffers."""
+    _pool.bufs = {}
+
+
+def scratch_bytes():
+    """Bytes held by this thread's scratch buffers."""
+    return sum(b.nbytes for b in getattr(_pool, "bufs", {}).values())
+
+
+# ----- small array helpers ----------------------------------------------------------------------
+
+def copy_window(src, dst, offset):
+    """Copy ``src`` into ``dst`` shifted by ``offset`` along the trailing spatial dims:
+    ``dst[..., i + offset] = src[..., i]`` where both exist (the rest of ``dst`` is left
+    as it is).  Pads when offsets are positive, crops when they are negative."""
+    nd = len(offset)
+    s_idx, d_idx = [], []
+    for i in range(nd):
+        n_src, n_dst = src.shape[-nd + i], dst.shape[-nd + i]
+        lo = max(0, -offset[i])
+        hi = min(n_src, n_dst - offset[i])
+        if hi <= lo:
+            return dst
+        s_idx.append(slice(lo, hi))
+        d_idx.append(slice(lo + offset[i], hi + offset[i]))
+    dst[(Ellipsis,) + tuple(d_idx)] = src[(Ellipsis,) + tuple(s_idx)]
+    return dst
+
+
+def window_extent(geom):
+    """Per dim, the span of the (padded) input that the output windows cover."""
+    return tuple((o - 1) * s + d * (k - 1) + 1 for o, s, d, k
+                 in zip(geom.out_size, geom.stride, geom.dilation, geom.kernel))
+
+
+def padded_input(x, geom, xp):
+    """``x`` placed into zeros of the window extent at ``pad_lo`` (pads or crops)."""
+    ext = window_extent(geom)
+    if ext == tuple(x.shape[2:]) and not any(geom.pad_lo):
+        return x
+    out = xp.zeros(x.shape[:2] + ext, dtype=x.dtype)
+    return copy_window(x, out, geom.pad_lo)
+
+
+def strided(geom, offsets=None):
+    """Slices that pick the output grid (every stride-th point) out of a window extent,
+    starting at ``offsets`` (the kernel position times the dilation)."""
+    offsets = offsets or (0,) * geom.nd
+    return tuple(slice(o, o + (n - 1) * s + 1, s)
+                 for o, n, s in zip(offsets, geom.out_size, geom.stride))

@@ -1,0 +1,131 @@
+"""Direct convolution: no patch matrix.
+
+* pointwise (1x1 kernels, any dims, stride, padding, groups): the convolution *is* a GEMM
+  on the (strided) input, ``y[n] = W @ x[n]``.
+* otherwise (1-D and 2-D): a loop over the kernel taps (``lezero.kernels.conv_direct``),
+  each output plane summed in a buffer that stays in cache.  It wins where the GEMM of
+  im2col would be tiny: few channels (LeNet), depthwise layers.
+"""
+import math
+
+from lezero.kernels import conv_direct as direct_kernels
+from lezero.functions.common import xp_of
+from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
+from lezero.functions.conv.machine import gemm_seconds, stream_seconds
+
+
+def _as_4d(a, nd):
+    """1-D arrays (N, C, L) as 2-D ones (N, C, 1, L)."""
+    return a if nd == 2 else a.reshape(a.shape[:2] + (1,) + a.shape[2:])
+
+
+def _geo(g):
+    """(kh, kw, sh, sw, ph, pw, dh, dw) of a 1-D or 2-D geometry."""
+    k, s, p, d = g.kernel, g.stride, g.pad_lo, g.dilation
+    if g.nd == 1:
+        return (1, k[0], 1, s[0], 0, p[0], 1, d[0])
+    return (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1])
+
+
+def _unpad(ge, prob, xp):
+    """Gradient on the window extent -> gradient of the unpadded input."""
+    g = prob.geom
+    if tuple(ge.shape[2:]) == g.in_size and not any(g.pad_lo):
+        return ge
+    gx = xp.zeros(prob.x_shape, dtype=ge.dtype)
+    return copy_window(ge, gx, tuple(-p for p in g.pad_lo))
+
+
+class Direct(Algorithm):
+    name = "direct"
+    summary = "1x1: a GEMM on the input itself; else a loop over the kernel taps"
+
+    @staticmethod
+    def _pointwise(prob):
+        return prob.geom.kernel_volume == 1
+
+    def unsupported(self, prob):
+        if self._pointwise(prob) or prob.geom.nd <= 2:
+            return None
+        return "needs a 1x1 kernel or a 1-D/2-D convolution"
+
+    # -- pointwise --
+    def _sampled(self, x, prob):
+        """The input at the output grid, as (N, G, C/G, L)."""
+        xp, g = xp_of(x), prob.geom
+        xe = padded_input(x, g, xp)
+        if all(s == 1 for s in g.stride):
+            xs = xe
+        else:
+            xs = xp.ascontiguousarray(xe[(Ellipsis,) + strided(g)])
+        return xs.reshape(prob.batch, g.groups, -1, g.out_volume)
+
+    def forward(self, x, w, prob, cache):
+        xp, G = xp_of(x), prob.geom.groups
+        if not self._pointwise(prob):
+            return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape)
+        y = xp.matmul(w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
+        return y.reshape(prob.y_shape)
+
+    def grad_input(self, gy, w, prob, cache):
+        xp, g = xp_of(gy), prob.geom
+        if not self._pointwise(prob):
+            return self._taps(direct_kernels.direct_grad_input, gy, w, prob, prob.x_shape)
+        G = g.groups
+        w2 = w.reshape(G, w.shape[0] // G, -1)
+        gs = xp.matmul(w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
+        gs = gs.reshape((prob.batch, prob.in_channels) + g.out_size)
+        ext = window_extent(g)
+        if all(s == 1 for s in g.stride):
+            ge = gs
+        else:
+            ge = xp.zeros(gs.shape[:2] + ext, dtype=gs.dtype)
+            ge[(Ellipsis,) + strided(g)] = gs
+        return _unpad(ge, prob, xp)
+
+    def grad_weight(self, x, gy, prob, cache):
+        xp, g = xp_of(x), prob.geom
+        if not self._pointwise(prob):
+            return self._taps(direct_kernels.direct_grad_weight, x, gy, prob, prob.w_shape,
+                              zeroed=True)
+        xs = self._sampled(x, prob)
+        gy4 = gy.reshape(prob.batch, g.groups, -1, g.out_volume)
+        gw = xp.matmul(gy4, xs.transpose(0, 1, 3, 2)).sum(axis=0)
+        return gw.reshape(prob.w_shape)
+
+    # -- tap loop (1-D and 2-D) --
+    def _taps(self, kernel, a, b, prob, shape, zeroed=False):
+        """One tap-loop product ``kernel(a, b, out, geo, groups)`` into a new ``shape``
+        array (1-D problems run as 2-D over a height of one)."""
+        xp, g = xp_of(a), prob.geom
+        out = (xp.zeros if zeroed else xp.empty)(shape, dtype=a.dtype)
+        kernel(_as_4d(a, g.nd), _as_4d(b, g.nd), _as_4d(out, g.nd), _geo(g), g.groups)
+        return out
+
+    # -- cost model --
+    def workspace_bytes(self, prob, op):
+        g = prob.geom
+        if self._pointwise(prob):
+            return prob.batch * prob.in_channels * g.out_volume * prob.itemsize
+        # one plane accumulator per thread (the larger of an input and an output plane)
+        return max(math.prod(g.in_size), g.out_volume) * prob.itemsize
+
+    def predict(self, prob, op, reuse=False):
+        g, G = prob.geom, prob.geom.groups
+        xb = math.prod(prob.x_shape) * prob.itemsize
+        if self._pointwise(prob):
+            ci, co, L = prob.in_channels // G, prob.out_channels // G, g.out_volume
+            dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}
+            copy = 0 if all(s == 1 for s in g.stride) and not any(g.pad_lo) else 2 * xb
+            return gemm_seconds(*dims[op], prob.batch * G) + stream_seconds(copy)
+        # tap loop: one multiply-add per (output, input channel of its group, tap), run
+        # vectorised along output rows (stride 1) or scalar; plus per-row loop overhead
+        fmas = prob.flops() / 2
+        wo = g.out_size[-1]
+        rate = MACHINE_DIRECT["fma_per_s"] * (1.0 if g.stride[-1] == 1 else 0.35)
+        rows = fmas / max(wo, 1)
+        return fmas / rate + rows * MACHINE_DIRECT["row_s"] + MACHINE_DIRECT["call_s"]
+
+
+# Single-thread constants of the tap-loop kernels (measured like base.MACHINE).
+MACHINE_DIRECT = {"fma_per_s": 1.5e9, "row_s": 10e-9, "call_s": 30e-6}

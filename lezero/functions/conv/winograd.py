@@ -1,0 +1,178 @@
+"""Winograd F(2x2, 3x3) and F(4x4, 3x3) for 3x3, stride-1, dilation-1, one-group convolutions.
+
+In the transformed domain a convolution is ``alpha^2`` independent channel contractions
+(one GEMM per tile position), which take 2.25x (F(2x2)) or 4x (F(4x4)) fewer multiplies
+than the direct method.  All three products stay in that domain:
+
+    forward       M  = U V            U = G w G^T,  V = BT d BT^T,  y  = AT M AT^T
+    grad_input    M' = U^T Gy         Gy = A gy A^T (AT^T),          gx = B M' B^T (overlap-add)
+    grad_weight   Mw = Gy V^T                                       gw = G^T Mw G
+
+so one backward transforms ``gy`` once and uses it twice, and reuses ``V`` and ``U`` from
+the forward pass (kept in the call's cache when the weight needs a gradient).
+"""
+import math
+
+import numpy as np
+
+from lezero.kernels import winograd as winograd_kernels
+from lezero.functions.common import xp_of
+from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
+from lezero.functions.conv.machine import gemm_seconds, stream_seconds
+
+_MATS = {}
+
+
+def matrices(m, dtype, xp):
+    """``(AT, G, BT)`` for F(m, 3) as arrays of ``dtype`` on the backend ``xp``."""
+    key = (m, np.dtype(dtype).str, xp.__name__)
+    if key not in _MATS:
+        at, g, bt = winograd_kernels.winograd_matrices(m, 3)
+        _MATS[key] = tuple(xp.asarray(a, dtype=dtype) for a in (at, g, bt))
+    return _MATS[key]
+
+
+def filter_transform(w, G):
+    """``U[i, j] = G w G^T`` for every (out, in) filter, as (alpha^2, Cout, Cin).  Two flat
+    GEMMs over all filters: a stack of 3x3 matmuls would pay per-matrix overhead."""
+    xp = xp_of(w)
+    o, c, r, _ = w.shape
+    a = G.shape[0]
+    t = (w.reshape(-1, r) @ G.T).reshape(o, c, r, a)             # [o, c, k, j]
+    t = t.transpose(0, 1, 3, 2).reshape(-1, r) @ G.T              # [o, c, j, i]
+    return xp.ascontiguousarray(t.reshape(o, c, a, a).transpose(3, 2, 0, 1).reshape(a * a, o, c))
+
+
+def filter_transform_adjoint(m, G):
+    """``G^T M G`` for every (out, in) pair of ``m`` (alpha^2, Cout, Cin) -> (Cout, Cin, r, r)."""
+    xp = xp_of(m)
+    a, r = G.shape
+    _, o, c = m.shape
+    t = m.reshape(a, a, o, c).transpose(2, 3, 0, 1).reshape(-1, a) @ G    # [o, c, i, l]
+    t = t.reshape(o, c, a, r).transpose(0, 1, 3, 2).reshape(-1, a) @ G    # [o, c, l, k]
+    return xp.ascontiguousarray(t.reshape(o, c, r, r).transpose(0, 1, 3, 2))
+
+
+class Winograd(Algorithm):
+    """Winograd F(m x m, 3 x 3)."""
+
+    def __init__(self, m):
+        self.m = m
+        self.alpha = m + 2
+        self.name = f"winograd_{m}x{m}"
+        self.summary = (f"F({m}x{m},3x3): {self.alpha ** 2} GEMMs on transformed tiles, "
+                        f"{9 * m * m / self.alpha ** 2:.2f}x fewer multiplies")
+
+    def unsupported(self, prob):
+        g = prob.geom
+        if not g.is_winograd_3x3():
+            return "needs a 3x3 kernel, stride 1, dilation 1 and groups=1"
+        return None
+
+    def _tiles(self, prob):
+        ho, wo = prob.geom.out_size
+        return math.ceil(ho / self.m), math.ceil(wo / self.m)
+
+    def _filter(self, w, prob, cache):
+        """U = G w G^T as (alpha^2, Cout, Cin), cached per weight array."""
+        u = cached(cache, f"{self.name}:U", w)
+        if u is None:
+            xp = xp_of(w)
+            u = filter_transform(w, matrices(self.m, w.dtype, xp)[1])
+            store(cache, f"{self.name}:U", w, u)
+        return u
+
+    def _input(self, x, prob, cache, keep):
+        """V = BT d BT^T for every tile: (alpha^2, Cin, tiles); kept for grad_weight."""
+        v = cached(cache, f"{self.name}:V", x)
+        if v is not None:
+            return v
+        xp = xp_of(x)
+        th, tw = self._tiles(prob)
+        shape = (self.alpha ** 2, x.shape[1], x.shape[0] * th * tw)
+        v = xp.empty(shape, dtype=x.dtype) if keep else scratch("wino_V", shape, x.dtype, xp)
+        _, _, BT = matrices(self.m, x.dtype, xp)
+        py, px = prob.geom.pad_lo
+        winograd_kernels.tiles_in(x, BT, v, self.m, py, px, th, tw)
+        if keep:
+            store(cache, f"{self.name}:V", x, v)
+        return v
+
+    def _grad_out(self, gy, prob, cache):
+        """Gy = A gy A^T for every output tile: (alpha^2, Cout, tiles), shared by the
+        two gradient products of one backward."""
+        g = cached(cache, f"bwd:{self.name}:Gy", gy)
+        if g is not None:
+            return g
+        xp = xp_of(gy)
+        th, tw = self._tiles(prob)
+        g = xp.empty((self.alpha ** 2, gy.shape[1], gy.shape[0] * th * tw), dtype=gy.dtype)
+        AT, _, _ = matrices(self.m, gy.dtype, xp)
+        winograd_kernels.tiles_in(gy, AT.T, g, self.m, 0, 0, th, tw)
+        return store(cache, f"bwd:{self.name}:Gy", gy, g)
+
+    def forward(self, x, w, prob, cache):
+        xp = xp_of(x)
+        th, tw = self._tiles(prob)
+        keep = bool(cache and cache.get("keep_input"))
+        u = self._filter(w, prob, cache)
+        v = self._input(x, prob, cache, keep)
+        prod = scratch("wino_M", (self.alpha ** 2, w.shape[0], v.shape[2]), x.dtype, xp)
+        xp.matmul(u, v, out=prod)
+        y = xp.zeros(prob.y_shape, dtype=x.dtype)
+        AT, _, _ = matrices(self.m, x.dtype, xp)
+        winograd_kernels.tiles_out(prod, AT, y, self.m, 0, 0, th, tw)
+        return y
+
+    def grad_input(self, gy, w, prob, cache):
+        xp = xp_of(gy)
+        th, tw = self._tiles(prob)
+        u = self._filter(w, prob, cache)
+        gt = self._grad_out(gy, prob, cache)
+        prod = scratch("wino_M", (self.alpha ** 2, w.shape[1], gt.shape[2]), gy.dtype, xp)
+        xp.matmul(u.transpose(0, 2, 1), gt, out=prod)
+        gx = xp.zeros(prob.x_shape, dtype=gy.dtype)
+        _, _, BT = matrices(self.m, gy.dtype, xp)
+        py, px = prob.geom.pad_lo
+        winograd_kernels.tiles_out(prod, BT.T, gx, self.m, py, px, th, tw)
+        return gx
+
+    def grad_weight(self, x, gy, prob, cache):
+        xp = xp_of(x)
+        v = self._input(x, prob, cache, keep=False)
+        gt = self._grad_out(gy, prob, cache)
+        mw = xp.matmul(gt, v.transpose(0, 2, 1))           # (alpha^2, Cout, Cin)
+        return filter_transform_adjoint(mw, matrices(self.m, x.dtype, xp)[1])
+
+    # -- cost model --
+    def _sizes(self, prob):
+        th, tw = self._tiles(prob)
+        t = prob.batch * th * tw
+        a2 = self.alpha ** 2
+        per_channel = a2 * t * prob.itemsize
+        return t, per_channel * prob.in_channels, per_channel * prob.out_channels
+
+    def workspace_bytes(self, prob, op):
+        _, vb, mb = self._sizes(prob)
+        return vb + mb
+
+    def predict(self, prob, op, reuse=False):
+        t, vb, mb = self._sizes(prob)
+        ci, co, a2 = prob.in_channels, prob.out_channels, self.alpha ** 2
+        xb = math.prod(prob.x_shape) * prob.itemsize
+        yb = math.prod(prob.y_shape) * prob.itemsize
+        # A transform does ~alpha multiply-adds per element it writes, and each (n, c)
+        # plane costs loop set-up that grows with the number of tile positions (~3 us
+        # for F(4x4)); both fitted to single-thread measurements of the two tile sizes.
+        work = self.alpha / 2.0
+        px, py = prob.batch * ci, prob.batch * co
+        plane = 3e-6 * a2 / 36.0
+        tin = stream_seconds((xb + vb) * work) + px * plane        # x -> V
+        tgy = stream_seconds((yb + mb) * work) + py * plane        # gy -> Gy
+        if op == "forward":
+            return tin + gemm_seconds(co, t, ci, a2) + stream_seconds((mb + yb) * work) + py * plane
+        if op == "grad_input":
+            return tgy + gemm_seconds(ci, t, co, a2) + stream_seconds((vb + xb) * work) + px * plane
+        if reuse:       # V kept by the forward pass, Gy made by grad_input
+            return gemm_seconds(co, ci, t, a2)
+        return tin + tgy + gemm_seconds(co, ci, t, a2)

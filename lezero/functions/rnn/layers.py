@@ -1,0 +1,295 @@
+"""Fused recurrent layers: one layer, one direction, a whole (packed) sequence per call.
+
+Each layer is one ``Function`` whose forward loops over time on raw arrays and whose
+backward is hand-written backpropagation through time, also on raw arrays.  That is
+what makes an LSTM training step cost about what PyTorch's fused kernel costs:
+
+* the input projection of every step is one big matrix product before the loop, and
+  the weight gradients are one big product each after the backward loop;
+* inside the loop only the (rows, H) @ (H, gates * H) recurrent product and a few
+  in-place elementwise updates run, on buffers allocated once per call.
+
+Layout: the sequence comes packed (``rnn_packed``): ``x`` is (sum of batch sizes, I),
+time step ``t`` being rows ``offsets[t]:offsets[t] + batch_sizes[t]``.  A padded
+(T, N, I) batch is the special case ``batch_sizes = [N] * T``.  At step ``t`` only the
+first ``batch_sizes[t]`` rows of the state advance, so sequences that have ended keep
+their last state (which becomes ``h_n``) and no work is done on padding; running the
+steps in reverse order gives the backward direction of a bidirectional layer with the
+same rule.  Gate order and weight layout are PyTorch's (LSTM i, f, g, o; GRU r, z, n).
+
+The first-order gradient is exact.  These layers are not twice differentiable: when a
+graph of the gradient is recorded (``create_graph=True``), differentiating it again
+through a fused layer raises an error instead of silently giving zero.
+"""
+import numpy as np
+
+from lezero.core import Function, get_config
+from lezero.functions.common import xp_of
+
+
+def _sigmoid_(xp, a):
+    """In-place logistic function, via tanh so it never overflows."""
+    a *= 0.5
+    xp.tanh(a, out=a)
+    a *= 0.5
+    a += 0.5
+    return a
+
+
+class _Recurrence(Function):
+    """Base of the fused layers.  Inputs: ``x, h0, [c0], w_ih, w_hh, [b_ih, b_hh]``;
+    outputs: ``y, h_n, [c_n]``.  Subclasses implement ``run`` and ``bptt``."""
+
+    name = "rnn"
+    has_cell = False
+
+    def __init__(self, batch_sizes, reverse=False):
+        sizes = [int(b) for b in batch_sizes]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        steps = [(int(offsets[t]), sizes[t]) for t in range(len(sizes))]
+        self.steps = steps[::-1] if reverse else steps
+
+    def forward(self, *arrays):
+        n_state = 2 if self.has_cell else 1
+        x, states = arrays[0], arrays[1:1 + n_state]
+        w_ih, w_hh, *bias = arrays[1 + n_state:]
+        return self.run(xp_of(x), x, states, w_ih, w_hh, bias[0] if bias else None,
+                        bias[1] if bias else None)
+
+    def backward(self, *gys):
+        if get_config().enable_backprop:
+            # create_graph: record a node that refuses to be differentiated again.
+            grads = _RecurrenceGrad(self)(*gys, *self.inputs)
+        else:
+            grads = self.gradients([g.data for g in gys])
+        return tuple(g if need else None for g, need in zip(grads, self.needs_input_grad))
+
+    def gradients(self, gys):
+        """Raw-array gradients of every input (None where not needed)."""
+        need = self.needs_input_grad
+        x, *rest = [v.data for v in self.inputs]
+        n_state = 2 if self.has_cell else 1
+        w_ih, w_hh = rest[n_state], rest[n_state + 1]
+        has_bias = len(rest) > n_state + 2
+        d_in, d_rec, d_states = self.bptt(xp_of(x), gys, w_hh)
+        dx = d_in @ w_ih if need[0] else None
+        n_w = 1 + n_state
+        dw_ih = d_in.T @ x if need[n_w] else None
+        dw_hh = d_rec.T @ self.h_prev if need[n_w + 1] else None
+        grads = [dx, *d_states, dw_ih, dw_hh]
+        if has_bias:
+            want_ih, want_hh = need[n_w + 2], need[n_w + 3]
+            shared = d_rec is d_in            # LSTM, Elman: both biases get the same sum
+            db_ih = d_in.sum(axis=0) if want_ih or (want_hh and shared) else None
+            db_hh = (db_ih if shared else d_rec.sum(axis=0)) if want_hh else None
+            grads += [db_ih if want_ih else None, db_hh]
+        return grads
+
+
+class _RecurrenceGrad(Function):
+    """The gradient of a fused layer as a graph node (recorded under create_graph).
+    Its inputs tie it to the layer's inputs; differentiating it raises."""
+
+    def __init__(self, layer):
+        self.layer = layer
+
+    def forward(self, *arrays):
+        n_out = 3 if self.layer.has_cell else 2
+        grads = self.layer.gradients(list(arrays[:n_out]))
+        xp = xp_of(arrays[0])
+        return tuple(xp.zeros(0, arrays[0].dtype) if g is None else g for g in grads)
+
+    def backward(self, *ggs):
+        raise NotImplementedError(
+            f"{self.layer.name}: the fused layer's gradient is not differentiable (no double "
+            "backward); build the recurrence from the cells (lstm_cell, gru_cell, "
+            "rnn_tanh_cell) to differentiate twice")
+
+
+class LSTMLayer(_Recurrence):
+    """Fused LSTM: i, f, g, o gates; c' = f c + i g; h' = o tanh(c')."""
+
+    name = "lstm"
+    has_cell = True
+
+    def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
+        h0, c0 = states
+        hidden = w_hh.shape[1]
+        total = x.shape[0]
+        gates = x @ w_ih.T                      # every step's input projection at once
+        if b_ih is not None:
+            gates += b_ih + b_hh
+        y = xp.empty((total, hidden), dtype=x.dtype)
+        tanh_c = xp.empty_like(y)
+        self.h_prev = xp.empty_like(y)
+        self.c_prev = xp.empty_like(y)
+        h, c = h0.copy(), c0.copy()
+        w_hh_t = w_hh.T
+        two, three = 2 * hidden, 3 * hidden
+        for off, bs in self.steps:
+            sl = slice(off, off + bs)
+            self.h_prev[sl] = h[:bs]
+            self.c_prev[sl] = c[:bs]
+            g = gates[sl]
+            g += h[:bs] @ w_hh_t
+            _sigmoid_(xp, g[:, :two])
+            xp.tanh(g[:, two:three], out=g[:, two:three])
+            _sigmoid_(xp, g[:, three:])
+            cb = c[:bs]
+            cb *= g[:, hidden:two]
+            cb += g[:, :hidden] * g[:, two:three]
+            xp.tanh(cb, out=tanh_c[sl])
+            xp.multiply(g[:, three:], tanh_c[sl], out=y[sl])
+            h[:bs] = y[sl]
+        self.gates, self.tanh_c = gates, tanh_c
+        return y, h, c
+
+    def bptt(self, xp, gys, w_hh):
+        gy, gh, gc = gys
+        hidden = w_hh.shape[1]
+        two, three = 2 * hidden, 3 * hidden
+        gates, tanh_c, c_prev = self.gates, self.tanh_c, self.c_prev
+        d = xp.empty_like(gates)
+        dh, dc = gh.copy(), gc.copy()
+        for off, bs in reversed(self.steps):
+            sl = slice(off, off + bs)
+            g, tc, dg = gates[sl], tanh_c[sl], d[sl]
+            dhb, dcb = dh[:bs], dc[:bs]
+            dhb += gy[sl]
+            # dc += dh * o * (1 - tanh(c)^2)
+            t = tc * tc
+            xp.subtract(1, t, out=t)
+            t *= g[:, three:]
+            t *= dhb
+            dcb += t
+            xp.multiply(dhb, tc, out=dg[:, three:])                 # d o
+            xp.multiply(dcb, g[:, two:three], out=dg[:, :hidden])   # d i
+            xp.multiply(dcb, c_prev[sl], out=dg[:, hidden:two])    # d f
+            xp.multiply(dcb, g[:, :hidden], out=dg[:, two:three])   # d g
+            dcb *= g[:, hidden:two]                                 # dc of the previous step
+            # Through the activations: sigmoid' = s (1 - s), tanh' = 1 - t^2.
+            s = g[:, :two]
+            dg[:, :two] *= s - s * s
+            s = g[:, three:]
+            dg[:, three:] *= s - s * s
+            s = g[:, two:three]
+            dg[:, two:three] *= 1 - s * s
+            dh[:bs] = dg @ w_hh
+        return d, d, (dh, dc)
+
+
+class GRULayer(_Recurrence):
+    """Fused GRU: r, z, n gates; n = tanh(W_in x + b_in + r (W_hn h + b_hn));
+    h' = (1 - z) n + z h."""
+
+    name = "gru"
+
+    def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
+        (h0,) = states
+        hidden = w_hh.shape[1]
+        two = 2 * hidden
+        acts = x @ w_ih.T
+        if b_ih is not None:
+            acts += b_ih
+        y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
+        self.h_prev = xp.empty_like(y)
+        self.hn = xp.empty_like(y)              # W_hn h + b_hn, needed by the backward
+        h = h0.copy()
+        w_hh_t = w_hh.T
+        for off, bs in self.steps:
+            sl = slice(off, off + bs)
+            hp = h[:bs]
+            self.h_prev[sl] = hp
+            hw = hp @ w_hh_t
+            if b_hh is not None:
+                hw += b_hh
+            a = acts[sl]
+            a[:, :two] += hw[:, :two]
+            _sigmoid_(xp, a[:, :two])
+            self.hn[sl] = hw[:, two:]
+            n = a[:, two:]
+            n += a[:, :hidden] * hw[:, two:]
+            xp.tanh(n, out=n)
+            # h' = n + z (h - n)
+            yb = y[sl]
+            xp.subtract(hp, n, out=yb)
+            yb *= a[:, hidden:two]
+            yb += n
+            h[:bs] = yb
+        self.acts = acts
+        return y, h
+
+    def bptt(self, xp, gys, w_hh):
+        gy, gh = gys
+        hidden = w_hh.shape[1]
+        two = 2 * hidden
+        acts, h_prev, hn = self.acts, self.h_prev, self.hn
+        d_in = xp.empty_like(acts)
+        d_rec = xp.empty_like(acts)
+        dh = gh.copy()
+        for off, bs in reversed(self.steps):
+            sl = slice(off, off + bs)
+            a, di, dr = acts[sl], d_in[sl], d_rec[sl]
+            r, z, n = a[:, :hidden], a[:, hidden:two], a[:, two:]
+            dhb = dh[:bs]
+            dhb += gy[sl]
+            # d n (through tanh): dh (1 - z) (1 - n^2)
+            xp.multiply(dhb, 1 - z, out=di[:, two:])
+            di[:, two:] *= 1 - n * n
+            # d z (through sigmoid): dh (h - n) z (1 - z)
+            xp.subtract(h_prev[sl], n, out=di[:, hidden:two])
+            di[:, hidden:two] *= dhb
+            di[:, hidden:two] *= z - z * z
+            # d r (through sigmoid): dn (W_hn h + b_hn) r (1 - r)
+            xp.multiply(di[:, two:], hn[sl], out=di[:, :hidden])
+            di[:, :hidden] *= r - r * r
+            dr[:, :two] = di[:, :two]
+            xp.multiply(di[:, two:], r, out=dr[:, two:])
+            dhb *= z
+            dhb += dr @ w_hh
+        return d_in, d_rec, (dh,)
+
+
+class ElmanLayer(_Recurrence):
+    """Fused Elman RNN: h' = act(W_ih x + b_ih + W_hh h + b_hh), act tanh or relu."""
+
+    def __init__(self, batch_sizes, reverse=False, nonlinearity="tanh"):
+        super().__init__(batch_sizes, reverse)
+        self.relu = nonlinearity == "relu"
+        self.name = "rnn_relu" if self.relu else "rnn_tanh"
+
+    def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
+        (h0,) = states
+        y = x @ w_ih.T
+        if b_ih is not None:
+            y += b_ih + b_hh
+        self.h_prev = xp.empty_like(y)
+        h = h0.copy()
+        w_hh_t = w_hh.T
+        for off, bs in self.steps:
+            sl = slice(off, off + bs)
+            self.h_prev[sl] = h[:bs]
+            yb = y[sl]
+            yb += h[:bs] @ w_hh_t
+            if self.relu:
+                xp.maximum(yb, 0, out=yb)
+            else:
+                xp.tanh(yb, out=yb)
+            h[:bs] = yb
+        self.y = y
+        return y, h
+
+    def bptt(self, xp, gys, w_hh):
+        gy, gh = gys
+        d = xp.empty_like(self.y)
+        dh = gh.copy()
+        for off, bs in reversed(self.steps):
+            sl = slice(off, off + bs)
+            yb, db = self.y[sl], d[sl]
+            xp.add(dh[:bs], gy[sl], out=db)
+            if self.relu:
+                db *= yb > 0
+            else:
+                db *= 1 - yb * yb
+            dh[:bs] = db @ w_hh
+        return d, d, (dh,)

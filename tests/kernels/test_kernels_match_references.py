@@ -1,0 +1,294 @@
+"""Every Numba kernel against its NumPy reference, over shapes and dtypes, from one table.
+
+Each ``kernels/<op>.py`` exposes ``<op>_numba`` (the kernel) beside ``<op>_ref``; a row
+below says how to make the arguments for a shape and a dtype and how close the two must
+be.  ``test_every_kernel_has_a_row`` fails when a module gains a ``*_numba`` function
+without a row, so adding a kernel means adding one row.  (The kernels' own files hold
+the deeper checks: definitions by brute force, adjoints, NaN and infinity handling.)
+"""
+import copy
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import lezero as lz
+from lezero.kernels import (adam, conv_direct, gelu, im2col, layernorm, numba_available,
+                            pooling, scatter, softmax, winograd)
+
+pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
+
+F32, F64 = np.float32, np.float64
+MODULES = (adam, conv_direct, gelu, im2col, layernorm, pooling, scatter, softmax, winograd)
+
+
+@dataclasses.dataclass
+class Row:
+    """``numba(*make(shape, dtype, rng))`` must equal ``ref(*...)`` (on copies of the
+    arguments: several kernels work in place) within ``tol[dtype]`` = (rtol, atol);
+    ``dispatch`` is what operators call."""
+    numba: object
+    ref: object
+    dispatch: object
+    make: object
+    shapes: tuple
+    tol: dict = dataclasses.field(default_factory=lambda: {F32: (1e-5, 1e-6),
+                                                           F64: (1e-12, 1e-12)})
+
+    @property
+    def dtypes(self):
+        return tuple(self.tol)
+
+
+def _returns(fn, *which):
+    """``fn`` made to return the arguments it updates in place (by position)."""
+    def run(*args):
+        fn(*args)
+        return tuple(args[i] for i in which)
+    run.kernel = fn
+    return run
+
+
+# ----- argument makers: (shape, dtype, rng) -> args --------------------------------------
+
+def _scatter(shape, dtype, rng):
+    rows, width, n = shape
+    index = rng.integers(-rows, rows, size=n)               # repeats and negative indices
+    return (np.zeros((rows,) + width, dtype), index,
+            rng.standard_normal((n,) + width).astype(dtype))
+
+
+def _max_pool(shape, dtype, rng):
+    (R, H, W), k, s, p, d = shape
+    out = tuple((n + 2 * q - e * (kk - 1) - 1) // ss + 1
+                for n, kk, ss, q, e in zip((H, W), k, s, p, d))
+    return rng.standard_normal((R, H, W)).astype(dtype), k, s, p, d, out
+
+
+def _layer_norm(shape, dtype, rng):
+    *lead, d = shape[0]
+    x = rng.standard_normal(shape[0]).astype(dtype)
+    return (x, rng.standard_normal(d).astype(dtype), rng.standard_normal(d).astype(dtype),
+            1e-5, shape[1])
+
+
+def _layer_norm_grad(shape, dtype, rng):
+    x, w, b, eps, center = _layer_norm(shape, dtype, rng)
+    _, mean, rstd = layernorm.layer_norm_ref(x, w, b, eps, center)
+    return x, rng.standard_normal(x.shape).astype(dtype), w, mean, rstd, center
+
+
+def _gelu(shape, dtype, rng):
+    return rng.uniform(-6, 6, shape[0]).astype(dtype), shape[1]
+
+
+def _gelu_grad(shape, dtype, rng):
+    x, approximate = _gelu(shape, dtype, rng)
+    return x, rng.standard_normal(x.shape).astype(dtype), approximate
+
+
+def _softmax(shape, dtype, rng):
+    return rng.uniform(-8, 8, shape[0]).astype(dtype), 0.7, shape[1]
+
+
+def _softmax_grad(shape, dtype, rng):
+    y = softmax.masked_softmax_ref(rng.standard_normal(shape).astype(dtype), 1.0)
+    return y, rng.standard_normal(shape).astype(dtype), 1.3
+
+
+def _stats(shape, dtype, rng):
+    return (rng.uniform(-20, 20, shape).astype(dtype),)
+
+
+def _geo(x_shape, kernel, stride, pad, dil):
+    out = tuple((n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, k, s, p, d in zip(x_shape[2:], kernel, stride, pad, dil))
+    return kernel + stride + pad + dil + out
+
+
+def _im2col(shape, dtype, rng):
+    geo = _geo(*shape)
+    x = rng.standard_normal(shape[0]).astype(dtype)
+    col = np.zeros((x.shape[1] * math.prod(geo[0:3]), x.shape[0], math.prod(geo[12:15])),
+                   dtype)
+    return x, col, geo
+
+
+def _col2im(shape, dtype, rng):
+    x, col, geo = _im2col(shape, dtype, rng)
+    return rng.standard_normal(col.shape).astype(dtype), np.zeros_like(x), geo
+
+
+def _direct(shape, dtype, rng, which):
+    x_shape, w_shape, geo, groups = shape
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    y_shape = (x_shape[0], w_shape[0],
+               (x_shape[2] + 2 * ph - dh * (kh - 1) - 1) // sh + 1,
+               (x_shape[3] + 2 * pw - dw * (kw - 1) - 1) // sw + 1)
+    arrays = {k: rng.standard_normal(s).astype(dtype)
+              for k, s in (("x", x_shape), ("w", w_shape), ("gy", y_shape))}
+    if which == "forward":
+        return arrays["x"], arrays["w"], np.zeros(y_shape, dtype), geo, groups
+    if which == "grad_input":
+        return arrays["gy"], arrays["w"], np.zeros(x_shape, dtype), geo, groups
+    return arrays["x"], arrays["gy"], np.zeros(w_shape, dtype), geo, groups
+
+
+def _tiles_in(shape, dtype, rng):
+    x_shape, m, py, px, th, tw = shape
+    _, _, bt = winograd.winograd_matrices(m)
+    v = np.zeros(((m + 2) ** 2, x_shape[1], x_shape[0] * th * tw), dtype)
+    return rng.standard_normal(x_shape).astype(dtype), bt.astype(dtype), v, m, py, px, th, tw
+
+
+def _tiles_out(shape, dtype, rng):
+    x_shape, m, py, px, th, tw = shape
+    at, _, _ = winograd.winograd_matrices(m)
+    v = rng.standard_normal(((m + 2) ** 2, x_shape[1], x_shape[0] * th * tw)).astype(dtype)
+    return v, at.astype(dtype), np.zeros(x_shape, dtype), m, py, px, th, tw
+
+
+def _in_float64(ref):
+    """``ref`` evaluated in float64 and rounded to the inputs' dtype: the float32 kernels
+    work from the tail where float32 arithmetic cancels (1 + tanh u for u << 0)."""
+    def run(*args):
+        wide = [a.astype(F64) if isinstance(a, np.ndarray) else a for a in args]
+        return ref(*wide).astype(args[0].dtype)
+    run.plain = ref
+    return run
+
+
+def _adam(shape, dtype, rng):
+    p, g, m = (rng.standard_normal(shape[0]).astype(dtype) for _ in range(3))
+    v = rng.uniform(0.1, 1, shape[0]).astype(dtype)
+    vmax = v.copy() if shape[1]["amsgrad"] else None
+    return p, g, m, v, vmax, shape[1]
+
+
+def _adam_step(fn):
+    def run(p, g, m, v, vmax, options):
+        hyper = dict(lr=0.01, beta1=0.9, beta2=0.99, eps=1e-8, weight_decay=0.1, step=3)
+        hyper.update({k: options[k] for k in ("decoupled", "maximize")})
+        fn(p, g, m, v, vmax, **hyper)
+        return p, m, v, vmax
+    run.kernel = fn
+    return run
+
+
+CONV_GEOMETRIES = (((2, 3, 1, 6, 7), (1, 3, 3), (1, 1, 1), (0, 1, 1), (1, 1, 1)),
+                   ((1, 2, 1, 9, 8), (1, 3, 2), (1, 2, 3), (0, 2, 0), (1, 2, 1)),
+                   ((1, 2, 4, 5, 3), (2, 3, 2), (2, 1, 1), (1, 1, 1), (1, 1, 2)))
+DIRECT = (((2, 3, 7, 8), (4, 3, 3, 3), (3, 3, 1, 1, 1, 1, 1, 1), 1),
+          ((1, 4, 9, 7), (6, 2, 3, 2), (3, 2, 2, 3, 1, 2, 2, 1), 2),
+          ((2, 4, 6, 6), (8, 1, 3, 3), (3, 3, 1, 2, 2, 0, 1, 2), 4))
+TILINGS = (((2, 3, 7, 9), 2, 1, 1, 4, 5), ((1, 2, 5, 5), 4, -1, 3, 3, 1))
+NORMS = (((4, 7), True), ((2, 3, 33), True), ((5, 16), False))
+ELEMENTWISE = (((1000,), "none"), ((7, 13), "tanh"))
+SCORES = (((3, 5, 5), False), ((2, 4, 6), True), ((2, 1, 9), False))
+FLOAT32_ONLY = {F32: (2e-6, 5e-7)}
+
+ROWS = {
+    "scatter_add_rows": Row(_returns(scatter.scatter_add_rows_, 0),
+                            _returns(scatter.scatter_add_ref, 0),
+                            _returns(scatter.scatter_add_, 0), _scatter,
+                            ((7, (3,), 20), (5, (), 9), (4, (2, 3), 6), (3, (2,), 0))),
+    "max_pool2d": Row(pooling.max_pool2d_numba, pooling.max_pool_ref, pooling.max_pool,
+                      _max_pool, (((6, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1)),
+                                  ((2, 9, 8), (2, 3), (1, 2), (0, 1), (2, 1)))),
+    "layer_norm": Row(layernorm.layer_norm_numba, layernorm.layer_norm_ref,
+                      layernorm.layer_norm, _layer_norm, NORMS,
+                      {F32: (2e-5, 2e-6), F64: (1e-12, 1e-12)}),
+    "layer_norm_grad": Row(layernorm.layer_norm_grad_numba, layernorm.layer_norm_grad_ref,
+                           layernorm.layer_norm_grad, _layer_norm_grad, NORMS,
+                           {F32: (2e-4, 2e-5), F64: (1e-11, 1e-11)}),
+    "gelu": Row(gelu.gelu_numba, _in_float64(gelu.gelu_ref), gelu.gelu, _gelu, ELEMENTWISE,
+                FLOAT32_ONLY),
+    "gelu_grad": Row(gelu.gelu_grad_numba, _in_float64(gelu.gelu_grad_ref), gelu.gelu_grad,
+                     _gelu_grad, ELEMENTWISE, FLOAT32_ONLY),
+    "masked_softmax": Row(softmax.masked_softmax_numba, softmax.masked_softmax_ref,
+                          softmax.masked_softmax, _softmax, SCORES, FLOAT32_ONLY),
+    "softmax_grad": Row(softmax.softmax_grad_numba, softmax.softmax_grad_ref,
+                        softmax.softmax_grad, _softmax_grad, ((3, 7), (2, 3, 16)),
+                        FLOAT32_ONLY),
+    "softmax_stats": Row(softmax.softmax_stats_numba, softmax.softmax_stats_ref,
+                         softmax.softmax_stats, _stats, ((4, 9), (1, 64)), FLOAT32_ONLY),
+    "im2col": Row(im2col.im2col_numba, im2col.im2col_ref, im2col.im2col, _im2col,
+                  CONV_GEOMETRIES),
+    "col2im": Row(im2col.col2im_numba, im2col.col2im_ref, im2col.col2im, _col2im,
+                  CONV_GEOMETRIES),
+    "direct_forward": Row(conv_direct.direct_forward_numba, conv_direct.direct_forward_ref,
+                          conv_direct.direct_forward,
+                          lambda s, d, r: _direct(s, d, r, "forward"), DIRECT),
+    "direct_grad_input": Row(conv_direct.direct_grad_input_numba,
+                             conv_direct.direct_grad_input_ref, conv_direct.direct_grad_input,
+                             lambda s, d, r: _direct(s, d, r, "grad_input"), DIRECT),
+    "direct_grad_weight": Row(conv_direct.direct_grad_weight_numba,
+                              conv_direct.direct_grad_weight_ref,
+                              conv_direct.direct_grad_weight,
+                              lambda s, d, r: _direct(s, d, r, "grad_weight"), DIRECT,
+                              {F32: (1e-4, 1e-4), F64: (1e-10, 1e-10)}),
+    "tiles_in": Row(winograd.tiles_in_numba, winograd.tiles_in_ref, winograd.tiles_in,
+                    _tiles_in, TILINGS),
+    "tiles_out": Row(winograd.tiles_out_numba, winograd.tiles_out_ref, winograd.tiles_out,
+                     _tiles_out, TILINGS),
+    "adam_step": Row(_adam_step(adam.adam_step_numba), _adam_step(adam.adam_step_ref),
+                     _adam_step(adam.adam_step_), _adam,
+                     (((5, 7), dict(amsgrad=False, decoupled=False, maximize=False)),
+                      ((33,), dict(amsgrad=True, decoupled=True, maximize=True)),
+                      ((), dict(amsgrad=False, decoupled=False, maximize=True))),
+                     {F32: (0, 0), F64: (0, 0)}),          # bit for bit, as torch parity needs
+}
+
+CASES = [pytest.param(name, shape, dtype, id=f"{name}-{k}-{np.dtype(dtype).name}")
+         for name, row in ROWS.items() for k, shape in enumerate(row.shapes)
+         for dtype in row.dtypes]
+
+
+def _compare(got, want, rtol, atol, where):
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want), where
+    for k, (a, b) in enumerate(zip(got, want)):
+        if b is None:
+            assert a is None, where
+            continue
+        assert a.shape == b.shape and a.dtype == b.dtype, \
+            f"{where} output {k}: {a.dtype}{a.shape} vs reference {b.dtype}{b.shape}"
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"{where} output {k}")
+
+
+@pytest.mark.parametrize("name,shape,dtype", CASES)
+def test_kernel_equals_its_reference(name, shape, dtype):
+    row = ROWS[name]
+    args = row.make(shape, dtype, np.random.default_rng(0))
+    got = row.numba(*copy.deepcopy(args))
+    want = row.ref(*copy.deepcopy(args))
+    _compare(got, want, *row.tol[dtype], f"{name}{shape}")
+
+
+@pytest.mark.parametrize("name", [n for n, r in ROWS.items() if F64 not in r.tol])
+def test_float32_kernels_leave_float64_to_the_reference(name):
+    """The dispatcher of a float32-only kernel gives the reference's numbers in float64."""
+    row = ROWS[name]
+    args = row.make(row.shapes[0], F64, np.random.default_rng(1))
+    _compare(row.dispatch(*copy.deepcopy(args)), row.ref(*copy.deepcopy(args)), 0, 0, name)
+
+
+@pytest.mark.parametrize("name", list(ROWS))
+def test_dispatcher_picks_the_kernel_and_with_numba_off_the_reference(name):
+    row = ROWS[name]
+    args = row.make(row.shapes[0], F32, np.random.default_rng(2))
+    _compare(row.dispatch(*copy.deepcopy(args)), row.numba(*copy.deepcopy(args)), 0, 0, name)
+    with lz.using_config("use_numba", False):
+        got = row.dispatch(*copy.deepcopy(args))
+    _compare(got, getattr(row.ref, "plain", row.ref)(*copy.deepcopy(args)), 0, 0, name)
+
+
+def test_every_kernel_has_a_row():
+    kernels = {f"{m.__name__}.{n}" for m in MODULES for n, f in vars(m).items()
+               if n.endswith(("_numba", "_rows_")) and callable(f)}
+    covered = {f"{k.__module__}.{k.__name__}"
+               for k in (getattr(r.numba, "kernel", r.numba) for r in ROWS.values())}
+    missing = sorted(kernels - covered)
+    assert not missing, f"kernels without a row in ROWS ({__file__}): {missing}"
