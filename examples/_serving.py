@@ -15,7 +15,7 @@ def add_serving_flags(p, name):
     p.prog = f"python examples/{name}.py"
     p.add_argument("--hidden", type=int, nargs="+", default=[128, 64],
                    help="hidden widths of the digits MLP")
-    p.add_argument("--checkpoint", help="serve these weights (a model.npz written by "
+    p.add_argument("--weights", help="serve these weights (a model.npz written by "
                                         "examples/train_mlp.py with the same --hidden) "
                                         "instead of training")
     p.add_argument("--port", type=int, default=8000, help="0 picks a free port")

@@ -2,13 +2,13 @@
 
     python examples/serve_mlp.py &                              # a server on :8000
     python examples/serve_client.py --url http://127.0.0.1:8000
-    python examples/serve_client.py --checkpoint runs/mlp/model.npz   # its own server
+    python examples/serve_client.py --weights runs/mlp/model.npz   # its own server
 
 The client is Triton's (``tritonclient.http``): it asks whether the server is live,
 reads the model's metadata, sends one request holding four images, then one request
 per test image from ``--concurrency`` threads, and reports accuracy and latency.
 Without ``--url`` it starts a server of its own in this process, serving
-``--checkpoint`` (or, without one, an untrained MLP: about 10% accuracy).
+``--weights`` (or, without one, an untrained MLP: about 10% accuracy).
 ``--smoke`` uses its own server and a few requests.
 """
 import contextlib
@@ -25,11 +25,11 @@ def own_server(args):
     import lezero as lz
     from lezero import serving
     from lezero.nn.models import MLP
-    if args.checkpoint:
-        served = serving.load_model(args.checkpoint, **model_options(args))
+    if args.weights:
+        served = serving.load_model(args.weights, **model_options(args))
     else:
         lz.manual_seed(args.seed)
-        print("no --url and no --checkpoint: serving an untrained MLP")
+        print("no --url and no --weights: serving an untrained MLP")
         served = serving.ServedModel(MLP(64, args.hidden + [10], flatten=True),
                                      inputs=[("input__0", "FP32", [1, 8, 8])],
                                      max_batch_size=args.max_batch_size,

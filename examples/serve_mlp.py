@@ -1,7 +1,7 @@
 """Train an MLP on the handwritten digits (or load one) and serve it over KServe v2.
 
     python examples/serve_mlp.py                    # train (seconds), serve on :8000 until Ctrl-C
-    python examples/serve_mlp.py --checkpoint runs/mlp/model.npz   # weights of train_mlp.py
+    python examples/serve_mlp.py --weights runs/mlp/model.npz   # weights of train_mlp.py
     python examples/serve_mlp.py --serve-seconds 60
     python examples/serve_client.py --url http://127.0.0.1:8000    # from another shell
 
@@ -31,7 +31,7 @@ def main():
                    help="stop after this long (0: serve until Ctrl-C)")
     args = parse(p)
     start = time.perf_counter()
-    path = args.checkpoint
+    path = args.weights
     if path is None:
         run_classifier(p, lambda a, classes: MLP(64, a.hidden + [classes], flatten=True))
         path = os.path.join(args.out, "model.npz")

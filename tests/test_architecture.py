@@ -23,7 +23,8 @@ FLOORS = [
     ("nn", ("lezero.nn",)),
     ("optim and data", ("lezero.optim", "lezero.data")),
     ("subsystems", ("lezero.amp", "lezero.checkpoint", "lezero.quantization",
-                    "lezero.parallel", "lezero.jit", "lezero.onnx", "lezero.serving",
+                    "lezero.parallel", "lezero.distributed", "lezero.jit", "lezero.onnx",
+                    "lezero.serving", "lezero.convert",
                     "lezero.testing", "lezero.demo")),
 ]
 TOP = "lezero"          # lezero/__init__.py: the public names of every floor

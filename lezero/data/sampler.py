@@ -218,9 +218,10 @@ class DistributedSampler(Sampler):
 
 
 def _parallel_world():
-    try:
-        from lezero.parallel import get_world
-        return get_world()
-    except Exception as e:    # parallel missing, mpi4py missing, or not initialised
-        raise ValueError(f"DistributedSampler: pass num_replicas and rank, or initialise "
-                         f"lezero.parallel first ({type(e).__name__}: {e})") from None
+    """lezero.parallel's world, if this process initialised it (as torch's sampler needs
+    an initialised process group); never initialises it as a side effect."""
+    from lezero.parallel import get_world, is_initialized
+    if not is_initialized():
+        raise ValueError("DistributedSampler: pass num_replicas and rank, or call "
+                         "lezero.parallel.init() first")
+    return get_world()

@@ -14,11 +14,11 @@ with the whole batch would.  In eval mode, or alone, it is plain ``BatchNorm``.
 import lezero.functions as F
 from lezero import cuda, nn
 from lezero.core import no_grad
-from lezero.nn.layers.normalization import _BatchNorm
+from lezero.nn.layers.normalization import BatchNormBase
 from lezero.parallel.collectives import all_gather
 
 
-class SyncBatchNorm(_BatchNorm):
+class SyncBatchNorm(BatchNormBase):
     """``torch.nn.SyncBatchNorm``: BatchNorm of (N, C, *) inputs whose training-mode
     statistics span every rank of ``comm`` (default: the world)."""
 

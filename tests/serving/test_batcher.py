@@ -343,10 +343,10 @@ def test_many_threads_every_request_answered_exactly_once():
 
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"fn": 3}, TypeError, "fn must be callable"),
-    ({"max_batch_size": 0}, ValueError, "max_batch_size must be >= 1"),
+    ({"max_batch_size": 0}, ValueError, "max_batch_size must be a positive int"),
     ({"max_batch_size": 2.0}, TypeError, "max_batch_size must be an int"),
     ({"max_delay_ms": -1}, ValueError, "max_delay_ms must be in"),
-    ({"max_queue_size": 0}, ValueError, "max_queue_size must be >= 1"),
+    ({"max_queue_size": 0}, ValueError, "max_queue_size must be a positive int"),
     ({"preferred_batch_sizes": [4, 64]}, ValueError, r"preferred_batch_sizes must be ints in"),
     ({"preferred_batch_sizes": 4}, TypeError, "preferred_batch_sizes must be a list"),
     ({"timeout_ms": 0}, ValueError, "timeout_ms must be in"),

@@ -64,7 +64,7 @@ def test_refuses_other_hosts_and_bad_arguments():
         run_load("http://example.com:8000", "m", samples())
     with pytest.raises(ValueError, match="samples is empty"):
         run_load("http://127.0.0.1:1", "m", [])
-    with pytest.raises(ValueError, match="concurrency must be >= 1"):
+    with pytest.raises(ValueError, match="concurrency must be a positive int"):
         run_load("http://127.0.0.1:1", "m", samples(), concurrency=0)
 
 

@@ -87,7 +87,10 @@ class _NormBase(Module):
                 f"affine={self.affine}, track_running_stats={self.track_running_stats}")
 
 
-class _BatchNorm(_NormBase):
+class BatchNormBase(_NormBase):
+    """What BatchNorm1d/2d/3d (and parallel.SyncBatchNorm) share: batch statistics in
+    training, running statistics in evaluation."""
+
     def forward(self, input):
         self._check_input(input)
         factor = 0.0 if self.momentum is None else self.momentum
@@ -104,19 +107,19 @@ class _BatchNorm(_NormBase):
                                 use_batch, factor, self.eps)
 
 
-class BatchNorm1d(_BatchNorm):
+class BatchNorm1d(BatchNormBase):
     """Batch normalization of (N, C) or (N, C, L), as ``torch.nn.BatchNorm1d``."""
 
     ndims, shape_text = (2, 3), "(N, C) or (N, C, L)"
 
 
-class BatchNorm2d(_BatchNorm):
+class BatchNorm2d(BatchNormBase):
     """Batch normalization of (N, C, H, W), as ``torch.nn.BatchNorm2d``."""
 
     ndims, shape_text = (4,), "(N, C, H, W)"
 
 
-class BatchNorm3d(_BatchNorm):
+class BatchNorm3d(BatchNormBase):
     """Batch normalization of (N, C, D, H, W), as ``torch.nn.BatchNorm3d``."""
 
     ndims, shape_text = (5,), "(N, C, D, H, W)"
