@@ -7,6 +7,7 @@ convolution; ``classifier`` is dropout and a linear layer.  Keys such as
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
 
 # expansion t, output channels c, repeats n, first stride s (the paper's Table 2)
@@ -96,6 +97,7 @@ class MobileNetV2(nn.Module):
         return self.classifier(F.flatten(x, 1))
 
 
-def mobilenet_v2(**kwargs):
+def mobilenet_v2(*, weights=None, progress=True, **kwargs):
     """MobileNetV2; keyword arguments go to ``MobileNetV2``."""
+    check_weights("mobilenet_v2", weights, progress)
     return MobileNetV2(**kwargs)
