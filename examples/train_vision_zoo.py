@@ -18,6 +18,7 @@ configuration (with 10 classes); ``--data cifar10`` trains on CIFAR-10:
 come in through ``python -m lezero.convert`` (docs/model_zoo.md), not through this script.
 """
 import argparse
+import functools
 import os
 import sys
 
@@ -26,6 +27,7 @@ import numpy as np
 import _common
 from _classify import classifier_parser, load_data, train_classifier
 from _common import check_args
+from lezero import nn
 from lezero.nn import models
 
 MODELS = ["alexnet", "squeezenet1_1", "densenet121", "resnext50_32x4d", "wide_resnet50_2",
@@ -45,6 +47,12 @@ def _convnext_small(classes):
                            stochastic_depth_prob=0.1, num_classes=classes)
 
 
+# MobileNetV3's batch norms keep running statistics with momentum 0.01, made for ImageNet's
+# long runs; after the hundred steps of a run here they still remember their initial values,
+# and the eval-mode model is at chance while the training batches are learnt.  The small
+# runs use PyTorch's usual 0.1 (the same eps, 1e-3).
+_BN_FAST = functools.partial(nn.BatchNorm2d, eps=0.001, momentum=0.1)
+
 SMALL = {   # name -> a builder of the CPU-sized member of the family (classes -> Module)
     "alexnet": lambda c: models.alexnet(num_classes=c),
     "squeezenet1_1": lambda c: models.squeezenet1_1(num_classes=c),
@@ -55,8 +63,10 @@ SMALL = {   # name -> a builder of the CPU-sized member of the family (classes -
                                                width_per_group=128, base_width=16,
                                                num_classes=c),
     "shufflenet_v2_x1_0": lambda c: models.shufflenet_v2_x1_0(num_classes=c),
-    "mobilenet_v3_small": lambda c: models.mobilenet_v3_small(num_classes=c),
-    "mobilenet_v3_large": lambda c: models.mobilenet_v3_large(num_classes=c),
+    "mobilenet_v3_small": lambda c: models.mobilenet_v3_small(num_classes=c,
+                                                              norm_layer=_BN_FAST),
+    "mobilenet_v3_large": lambda c: models.mobilenet_v3_large(num_classes=c,
+                                                              norm_layer=_BN_FAST),
     "efficientnet_b0": lambda c: models.efficientnet_b0(num_classes=c),
     "convnext_tiny": _convnext_small,
     "vit_b_16": lambda c: models.VisionTransformer(32, 4, 4, 4, 64, 128, num_classes=c),

@@ -42,9 +42,10 @@ WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 class Report:
     """The outcome of matching: ``mapped`` ({checkpoint key: model key}), ``renamed``
-    ({checkpoint key: why}, for the mapped keys whose names changed), ``missing`` (model keys nothing maps
-    to), ``unexpected`` (checkpoint keys that map to nothing), ``ignored``, ``tied``, and
-    ``mismatched`` ([(model key, checkpoint shape, model shape)])."""
+    ({checkpoint key: why}, for the mapped keys whose names changed), ``missing`` (model
+    keys nothing maps to), ``unexpected`` (checkpoint keys that map to nothing),
+    ``ignored``, ``tied``, ``defaulted`` and ``mismatched`` ([(model key, checkpoint
+    shape, model shape)])."""
 
     def __init__(self):
         self.mapped, self.renamed = {}, {}
@@ -93,7 +94,8 @@ class Report:
         lines = [f"renamed: {len(self.renamed)}"] if self.renamed else []
         for why, keys in by_reason.items():
             shown = ", ".join(f"{k} -> {self.mapped[k]}" for k in keys[:examples])
-            lines.append(f"  {len(keys)} by {why}: {shown}{', ...' if len(keys) > examples else ''}")
+            more = ", ..." if len(keys) > examples else ""
+            lines.append(f"  {len(keys)} by {why}: {shown}{more}")
         return lines
 
 

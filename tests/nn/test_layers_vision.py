@@ -7,8 +7,8 @@ import torch
 import lezero as lz
 from lezero import nn
 from lezero.testing.oracles import import_torchvision
-from tests.nn.models._parity import (assert_forward_equal, assert_grad_equal,
-                                     assert_same_layout, images, load_reference, randomize_)
+from tests.nn.models._parity import (assert_forward_equal, assert_grad_equal, assert_same_layout,
+                                     images, load_reference, randomize_)
 
 
 def ops():

@@ -5,8 +5,9 @@
 
 Every model's ``state_dict`` keys follow the PyTorch definition it names (torchvision for
 the image classifiers: VGG, ResNet/ResNeXt/wide ResNet, MobileNetV2/V3, AlexNet,
-SqueezeNet, DenseNet, ShuffleNetV2, EfficientNet, ConvNeXt, ViT, Swin; PyTorch's examples for the LSTM language model, VAE and
-DCGAN; nanoGPT's layout for GPT), so PyTorch weights load with ``strict=True``.
+SqueezeNet, DenseNet, ShuffleNetV2, EfficientNet, ConvNeXt, ViT, Swin; PyTorch's examples
+for the LSTM language model, VAE and DCGAN; nanoGPT's layout for GPT), so PyTorch weights
+load with ``strict=True``.
 """
 from lezero.nn.models.char_lstm import CharLSTM
 from lezero.nn.models.dcgan import DCGANDiscriminator, DCGANGenerator, dcgan_weights_init

@@ -15,6 +15,7 @@ import math
 import lezero.functions as F
 from lezero import nn
 from lezero.nn.layers.vision import Conv2dNormActivation, SqueezeExcitation, StochasticDepth
+from lezero.nn.models._init import init_cnn_
 from lezero.nn.models._weights import check_weights
 from lezero.nn.models.mobilenet import make_divisible
 from lezero.nn.models.registry import register_model
@@ -173,15 +174,9 @@ def _stages(setting, stochastic_depth_prob, norm_layer):
 def _init_efficientnet(model):
     """torchvision's: Kaiming-normal (fan-out) convolutions, BN 1/0, linear weights
     U(-1/sqrt(out), 1/sqrt(out)), zero biases."""
+    init_cnn_(model)
     for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out")
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Linear):
+        if isinstance(m, nn.Linear):
             bound = 1.0 / math.sqrt(m.out_features)
             nn.init.uniform_(m.weight, -bound, bound)
             nn.init.zeros_(m.bias)

@@ -12,6 +12,7 @@ import functools
 import lezero.functions as F
 from lezero import nn
 from lezero.nn.layers.vision import Conv2dNormActivation, SqueezeExcitation
+from lezero.nn.models._init import init_cnn_
 from lezero.nn.models._weights import check_weights
 from lezero.nn.models.mobilenet import make_divisible
 from lezero.nn.models.registry import register_model
@@ -106,27 +107,11 @@ class MobileNetV3(nn.Module):
         self.classifier = nn.Sequential(
             nn.Linear(6 * last_in, last_channel), nn.Hardswish(inplace=True),
             nn.Dropout(p=dropout, inplace=True), nn.Linear(last_channel, num_classes))
-        _init_mobilenet_v3(self)
+        init_cnn_(self, linear_std=0.01)     # torchvision's choices for MobileNetV3
 
     def forward(self, x):
         x = self.avgpool(self.features(x))
         return self.classifier(F.flatten(x, 1))
-
-
-def _init_mobilenet_v3(model):
-    """torchvision's: Kaiming-normal (fan-out) convolutions, BN 1/0, N(0, 0.01) linear
-    weights, zero biases."""
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out")
-            if m.bias is not None:
-                nn.init.zeros_(m.bias)
-        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, 0.0, 0.01)
-            nn.init.zeros_(m.bias)
 
 
 # kernel, expanded, out, SE, activation, stride (input widths chain from the row above)

@@ -118,3 +118,18 @@ def check_pair(ref, ours, x, grad_param, train_x=None, rtol=1e-4, grad_rtol=1e-3
     assert_forward_equal(ref, ours, x_train, train=True, rtol=rtol)
     load_reference(ref, ours)           # the train-mode pass moved the running statistics
     assert_grad_equal(ref, ours, x_train, grad_param, train=grad_train, rtol=grad_rtol)
+
+
+def check_default(name, params=None, shape=(1, 3, 32, 32)):
+    """torchvision's builder ``name`` in its default configuration against LeZero's:
+    layout, the parameter count (``params``, torchvision's published figure), a strict
+    load of the randomised reference and, unless ``shape`` is None, equal eval outputs."""
+    from lezero.nn import models
+    ref, ours = getattr(tv_models(), name)(), models.get_model(name)
+    assert_same_layout(ref, ours)
+    if params is not None:
+        assert ours.num_parameters() == sum(p.numel() for p in ref.parameters()) == params
+    if shape is not None:
+        load_reference(randomize_(ref), ours)
+        assert_forward_equal(ref, ours, images(shape))
+    return ref, ours

@@ -3,16 +3,12 @@ import pytest
 
 from lezero.nn import models
 from lezero.nn.models import convnext as ours_cn
-from tests.nn.models._parity import (assert_forward_equal, assert_same_layout, check_pair,
-                                     images, load_reference, randomize_, tv_models)
+from tests.nn.models._parity import (assert_forward_equal, check_default, check_pair, images,
+                                     load_reference, randomize_, tv_models)
 
 
 def test_convnext_tiny_default_configuration_matches_torchvision():
-    ref, ours = tv_models().convnext_tiny(), models.convnext_tiny()
-    assert_same_layout(ref, ours)
-    assert ours.num_parameters() == 28_589_128
-    load_reference(randomize_(ref), ours)
-    assert_forward_equal(ref, ours, images((1, 3, 32, 32)))
+    check_default("convnext_tiny", 28_589_128)
 
 
 def _setting(lib):

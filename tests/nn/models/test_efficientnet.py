@@ -3,22 +3,16 @@ import pytest
 
 from lezero.nn import models
 from lezero.nn.models import efficientnet as ours_eff
-from tests.nn.models._parity import (assert_forward_equal, assert_same_layout, check_pair,
-                                     images, load_reference, randomize_, tv_models)
+from tests.nn.models._parity import check_default, check_pair, images, tv_models
 
 
 def test_efficientnet_b0_default_configuration_matches_torchvision():
-    ref, ours = tv_models().efficientnet_b0(), models.efficientnet_b0()
-    assert_same_layout(ref, ours)
-    assert ours.num_parameters() == 5_288_548
-    load_reference(randomize_(ref), ours)
-    assert_forward_equal(ref, ours, images((1, 3, 32, 32)))
+    check_default("efficientnet_b0", 5_288_548)
 
 
 @pytest.mark.parametrize("name", ["efficientnet_b3", "efficientnet_b5", "efficientnet_v2_s"])
 def test_other_variants_have_torchvision_layout(name):
-    ref, ours = getattr(tv_models(), name)(), getattr(models, name)()
-    assert_same_layout(ref, ours)
+    ref, ours = check_default(name, shape=None)
     assert ours.features[1][0].block[0][1].eps == ref.features[1][0].block[0][1].eps
 
 

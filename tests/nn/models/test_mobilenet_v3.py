@@ -2,18 +2,14 @@
 import pytest
 
 from lezero.nn import models
-from tests.nn.models._parity import (assert_forward_equal, assert_same_layout, check_pair,
-                                     images, load_reference, randomize_, tv_models)
+from tests.nn.models._parity import (assert_same_layout, check_default, check_pair, images,
+                                     tv_models)
 
 
 @pytest.mark.parametrize("name, params", [("mobilenet_v3_small", 2_542_856),
                                           ("mobilenet_v3_large", 5_483_032)])
 def test_default_configuration_matches_torchvision(name, params):
-    ref, ours = getattr(tv_models(), name)(), getattr(models, name)()
-    assert_same_layout(ref, ours)
-    assert ours.num_parameters() == params
-    load_reference(randomize_(ref), ours)
-    assert_forward_equal(ref, ours, images((1, 3, 32, 32)))
+    check_default(name, params)
 
 
 @pytest.mark.parametrize("kw", [dict(reduced_tail=True), dict(dilated=True, width_mult=0.75)])

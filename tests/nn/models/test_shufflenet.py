@@ -2,16 +2,11 @@
 import pytest
 
 from lezero.nn import models
-from tests.nn.models._parity import (assert_forward_equal, assert_same_layout, check_pair,
-                                     images, load_reference, randomize_, tv_models)
+from tests.nn.models._parity import check_default, check_pair, images, tv_models
 
 
 def test_shufflenet_v2_x1_0_default_configuration_matches_torchvision():
-    ref, ours = tv_models().shufflenet_v2_x1_0(), models.shufflenet_v2_x1_0()
-    assert_same_layout(ref, ours)
-    assert ours.num_parameters() == 2_278_604
-    load_reference(randomize_(ref), ours)
-    assert_forward_equal(ref, ours, images((1, 3, 32, 32)))
+    check_default("shufflenet_v2_x1_0", 2_278_604)
 
 
 def test_small_shufflenet_matches_torchvision():

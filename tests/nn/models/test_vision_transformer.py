@@ -3,19 +3,14 @@ import pytest
 
 from lezero.nn import models
 from lezero.nn.models import vision_transformer as ours_vit
-from tests.nn.models._parity import (assert_forward_equal, assert_same_layout, check_pair,
-                                     images, load_reference, randomize_, tv_models)
+from tests.nn.models._parity import check_default, check_pair, images, tv_models
 
 SMALL = dict(image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=16,
              mlp_dim=32, num_classes=10)
 
 
 def test_vit_b_16_default_configuration_matches_torchvision():
-    ref, ours = tv_models().vit_b_16(), models.vit_b_16()
-    assert_same_layout(ref, ours)
-    assert ours.num_parameters() == 86_567_656
-    load_reference(randomize_(ref), ours)
-    assert_forward_equal(ref, ours, images((1, 3, 224, 224)))
+    check_default("vit_b_16", 86_567_656, shape=(1, 3, 224, 224))
 
 
 def test_vit_b_16_accepts_other_image_sizes():
