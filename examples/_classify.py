@@ -62,9 +62,35 @@ def _progress(args, total, desc):
                 dynamic_ncols=True, leave=False)
 
 
-def train_classifier(args, model, train, test, name):
+def recalibrate_batch_norm(model, x, args, batch_size=64):
+    """"Precise BN": recompute every batch norm's running statistics as the plain average
+    over the training images ``x`` (the weights fixed), instead of the moving average
+    taken while the weights changed.  Short runs of the mobile networks (MobileNetV3's
+    momentum is 0.01) otherwise evaluate at chance with their training batches learnt --
+    in PyTorch as in LeZero."""
+    import lezero as lz
+    from lezero import nn
+    norms = [m for m in model.modules()
+             if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d))
+             and m.track_running_stats]
+    model.eval()
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None                    # a cumulative average over the batches below
+        m.train()
+    with lz.no_grad():
+        for (xb,) in batches((x,), batch_size, 0, 0, shuffle=False):
+            model(to_device(args, xb))
+    for m, momentum in zip(norms, momenta):
+        m.momentum = momentum
+    model.eval()
+
+
+def train_classifier(args, model, train, test, name, precise_bn=False):
     """Train ``model`` on ``train`` = (x, t), report accuracy on ``test`` after every
-    epoch, print the final figure and record it in ``OUT/summary.json``."""
+    epoch (after ``recalibrate_batch_norm`` with ``precise_bn``), print the final figure
+    and record it in ``OUT/summary.json``."""
     (x, t) = train
     print(f"{name} ({type(model).__name__}): {model.num_parameters():,} parameters; "
           f"{len(x)} training images of shape {x.shape[1:]} ({args.data})")
@@ -94,6 +120,8 @@ def train_classifier(args, model, train, test, name):
         return {"loss": mean(losses), "train_acc": correct / len(x)}
 
     def evaluate():
+        if precise_bn:
+            recalibrate_batch_norm(model, x, args)
         return {"test_acc": accuracy(model, *test, args)}
 
     history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
@@ -103,7 +131,8 @@ def train_classifier(args, model, train, test, name):
         print(f"final test accuracy {acc * 100:.2f}%")
         write_summary(args, name, "image classification", _data_name(args, x, test[0]),
                       "test_acc", acc, sum(h["seconds"] for h in history),
-                      parameters=model.num_parameters(), epochs=len(history))
+                      parameters=model.num_parameters(), epochs=len(history),
+                      precise_bn=precise_bn)
     return model, history
 
 

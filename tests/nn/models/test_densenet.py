@@ -26,3 +26,16 @@ def test_densenet_argument_errors():
         models.DenseNet(growth_rate=0)
     with pytest.raises(TypeError, match="DenseNet: memory_efficient must be a bool"):
         models.DenseNet(memory_efficient="yes")
+
+
+def test_memory_efficient_densenet_computes_the_same():
+    pytest.importorskip("lezero.checkpoint")      # lz.checkpoint recomputes the bottlenecks
+    import numpy as np
+    kw = dict(growth_rate=8, block_config=(2, 2), num_init_features=16, num_classes=5)
+    plain, lean = models.DenseNet(**kw), models.DenseNet(memory_efficient=True, **kw)
+    lean.load_state_dict(plain.state_dict())
+    x = images((2, 3, 32, 32))
+    for net in (plain, lean):
+        net(x).sum().backward()
+    np.testing.assert_allclose(lean.features.conv0.weight.grad.data,
+                               plain.features.conv0.weight.grad.data, rtol=1e-5, atol=1e-6)

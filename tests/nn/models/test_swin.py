@@ -62,3 +62,20 @@ def test_swin_argument_errors():
         ours_swin.ShiftedWindowAttention(10, [4, 4], [0, 0], 3)
     with pytest.raises(ValueError, match="depths and num_heads must be"):
         models.SwinTransformer([4, 4], 16, [2, 2], [2], [4, 4])
+
+
+@pytest.mark.gpu
+def test_swin_and_stochastic_depth_on_the_gpu():
+    import cupy
+    net = models.SwinTransformer(**dict(SMALL, stochastic_depth_prob=0.5)).eval()
+    x = images((2, 3, 36, 36))
+    with lz.no_grad():
+        expected = net(x).data
+        net.to_gpu()
+        got = net(cupy.asarray(x)).data
+    assert isinstance(got, cupy.ndarray)
+    assert_close(cupy.asnumpy(got), expected, 1e-4, "GPU output")
+    net.train()
+    out = net(cupy.asarray(x))              # stochastic depth draws on the device
+    out.sum().backward()
+    assert isinstance(net.head.weight.grad.data, cupy.ndarray)
