@@ -137,6 +137,7 @@ def train_classifier(args, model, train, test, name, precise_bn=False):
 
 
 def _data_name(args, x, x_test):
+    size = x.shape[-1]
     kind = ("CIFAR-10" if args.data == "cifar10" else
-            f"digits upscaled to {x.shape[-1]}x{x.shape[-1]}")
+            "digits 8x8" if size == 8 else f"digits upscaled to {size}x{size}")
     return f"{kind} ({len(x)} train / {len(x_test)} test)"

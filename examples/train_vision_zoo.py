@@ -78,7 +78,7 @@ DEFAULTS = {"alexnet": dict(_ADAMW, lr=1e-4, epochs=6, image_size=64),
             "mobilenet_v3_large": _ADAMW, "efficientnet_b0": dict(_ADAMW, epochs=5),
             "convnext_tiny": dict(_ADAMW, weight_decay=0.05, epochs=5),
             "vit_b_16": dict(_ADAMW, lr=1e-3, weight_decay=0.05, epochs=5),
-            "swin_t": dict(_ADAMW, lr=3e-3, weight_decay=0.05, epochs=10)}
+            "swin_t": dict(_ADAMW, lr=3e-3, weight_decay=0.05, epochs=30)}
 
 
 def build(name, args, classes):
