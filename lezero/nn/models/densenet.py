@@ -42,8 +42,8 @@ class _DenseLayer(nn.Module):
         if self.memory_efficient and self.training:
             # Recompute the concatenation and bottleneck in backward instead of keeping
             # them: the memory saving torchvision gets from torch.utils.checkpoint.
-            import lezero as lz
-            bottleneck = lz.checkpoint(self.bn_function, *features)
+            from lezero.checkpoint import checkpoint
+            bottleneck = checkpoint(self.bn_function, *features)
         else:
             bottleneck = self.bn_function(*features)
         new = self.conv2(self.relu2(self.norm2(bottleneck)))
