@@ -173,3 +173,15 @@ def test_hugging_face_folder_with_prefix_and_tied_head(tmp_path, save):
     np.testing.assert_array_equal(sd["transformer.h.0.attn.c_attn.weight"],
                                   base.h[0].attn.c_attn.weight.detach().numpy())
     np.testing.assert_array_equal(sd["lm_head.weight"], base.wte.weight.detach().numpy())
+
+
+def test_python_dash_m_entry_point(squeezenet, tmp_path):
+    import subprocess
+    import sys
+    torch.save(squeezenet.state_dict(), tmp_path / "sq.pth")
+    proc = subprocess.run([sys.executable, "-m", "lezero.convert", str(tmp_path / "sq.pth"),
+                           "--model", "squeezenet1_1", "-o", str(tmp_path / "sq.safetensors")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {tmp_path / 'sq.safetensors'}" in proc.stdout
+    _outputs_match(tmp_path / "sq.safetensors", squeezenet)
