@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test install install-test bench clean ops-count docs budgets
+.PHONY: demo test install install-test bench clean ops-count docs budgets zoo-table
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ ops-count: install
 
 docs: install
 	$(PY) -m lezero.functions --markdown docs/operators.md
+
+# Run every example and regenerate docs/model_zoo.md's results table from their
+# summary.json files; `make zoo-table ZOO_FLAGS=--quick` is the budget mode (one epoch each).
+zoo-table: install-test
+	$(PY) tools/zoo_table.py $(ZOO_FLAGS)
 
 bench: install-test
 	$(PY) benchmarks/run_all.py

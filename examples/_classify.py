@@ -5,12 +5,14 @@ replicated to the size and channels the model wants; ``--data cifar10`` for real
 (``--download`` fetches it once into ``$LEZERO_DATA``).  Optimizer: SGD with Nesterov
 momentum and weight decay, or Adam(W); a cosine schedule stepped per batch.
 """
+import sys
+
 import lezero.functions as F
 from lezero import optim
 
 from _amp import Precision, add_memory_flags
 from _common import (accuracy, batches, check_args, cifar10, digits, fit, make_parser,
-                     mean, to_device)
+                     mean, to_device, write_summary)
 
 
 def classifier_parser(name, description, epochs=3, batch_size=64, lr=0.05,
@@ -43,43 +45,101 @@ def load_data(args):
     return train, test
 
 
-def run_classifier(parser, build_model):
+def run_classifier(parser, build_model, name=None):
     """Parse flags, build ``build_model(args, num_classes)``, train and report."""
     args = check_args(parser, parser.parse_args())
     import lezero as lz
     lz.manual_seed(args.seed)
-    (x, t), test = load_data(args)
+    train, test = load_data(args)
     model = build_model(args, 10)
-    print(f"{type(model).__name__}: {model.num_parameters():,} parameters; "
+    name = name or getattr(args, "arch", None) or type(model).__name__.lower()
+    return train_classifier(args, model, train, test, name)
+
+
+def _progress(args, total, desc):
+    """A tqdm bar over a full run's steps (none under --smoke, which prints its lines)."""
+    from tqdm import tqdm
+    return tqdm(total=total, desc=desc, unit="step", disable=args.smoke, file=sys.stderr,
+                dynamic_ncols=True, leave=False)
+
+
+def recalibrate_batch_norm(model, x, args, batch_size=64):
+    """"Precise BN": recompute every batch norm's running statistics as the plain average
+    over the training images ``x`` (the weights fixed), instead of the moving average
+    taken while the weights changed.  Short runs of the mobile networks (MobileNetV3's
+    momentum is 0.01) otherwise evaluate at chance with their training batches learnt --
+    in PyTorch as in LeZero."""
+    import lezero as lz
+    from lezero import nn
+    norms = [m for m in model.modules()
+             if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d))
+             and m.track_running_stats]
+    model.eval()
+    momenta = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None                    # a cumulative average over the batches below
+        m.train()
+    with lz.no_grad():
+        for (xb,) in batches((x,), batch_size, 0, 0, shuffle=False):
+            model(to_device(args, xb))
+    for m, momentum in zip(norms, momenta):
+        m.momentum = momentum
+    model.eval()
+
+
+def train_classifier(args, model, train, test, name, precise_bn=False):
+    """Train ``model`` on ``train`` = (x, t), report accuracy on ``test`` after every
+    epoch (after ``recalibrate_batch_norm`` with ``precise_bn``), print the final figure
+    and record it in ``OUT/summary.json``."""
+    (x, t) = train
+    print(f"{name} ({type(model).__name__}): {model.num_parameters():,} parameters; "
           f"{len(x)} training images of shape {x.shape[1:]} ({args.data})")
     if args.optimizer == "sgd":
         opt = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True,
                         weight_decay=args.weight_decay)
     else:
         opt = optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    steps = args.epochs * -(-len(x) // args.batch_size)
-    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps)
+    steps_per_epoch = -(-len(x) // args.batch_size)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * steps_per_epoch)
     mp = Precision(args, model)
 
     def train_epoch(epoch):
         losses, correct = [], 0
-        for xb, tb in batches((x, t), args.batch_size, args.seed, epoch):
-            xb, tb_dev = to_device(args, xb, tb)
-            with mp.autocast():
-                logits = model(xb)
-                loss = F.cross_entropy(logits, tb_dev)
-            opt.zero_grad()
-            mp.backward(loss)
-            mp.step(opt, scheduler=sched)
-            losses.append(loss.item())
-            correct += int((logits.data.argmax(axis=1) == tb_dev).sum())
+        with _progress(args, steps_per_epoch, f"{name} epoch {epoch + 1}") as bar:
+            for xb, tb in batches((x, t), args.batch_size, args.seed, epoch):
+                xb, tb_dev = to_device(args, xb, tb)
+                with mp.autocast():
+                    logits = model(xb)
+                    loss = F.cross_entropy(logits, tb_dev)
+                opt.zero_grad()
+                mp.backward(loss)
+                mp.step(opt, scheduler=sched)
+                losses.append(loss.item())
+                correct += int((logits.data.argmax(axis=1) == tb_dev).sum())
+                bar.update()
+                bar.set_postfix(loss=f"{losses[-1]:.3f}")
         return {"loss": mean(losses), "train_acc": correct / len(x)}
 
     def evaluate():
+        if precise_bn:
+            recalibrate_batch_norm(model, x, args)
         return {"test_acc": accuracy(model, *test, args)}
 
     history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
                   {"scheduler": sched, **mp.state()})
     if history:
-        print(f"final test accuracy {history[-1]['test_acc'] * 100:.2f}%")
+        acc = history[-1]["test_acc"]
+        print(f"final test accuracy {acc * 100:.2f}%")
+        write_summary(args, name, "image classification", _data_name(args, x, test[0]),
+                      "test_acc", acc, sum(h["seconds"] for h in history),
+                      parameters=model.num_parameters(), epochs=len(history),
+                      precise_bn=precise_bn)
     return model, history
+
+
+def _data_name(args, x, x_test):
+    size = x.shape[-1]
+    kind = ("CIFAR-10" if args.data == "cifar10" else
+            "digits 8x8" if size == 8 else f"digits upscaled to {size}x{size}")
+    return f"{kind} ({len(x)} train / {len(x_test)} test)"

@@ -20,7 +20,7 @@ from lezero import optim
 from lezero.nn.models import CharLSTM
 
 from _common import (smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device,
-                     write_json)
+                     write_json, write_summary)
 
 
 def streams(ids, batch_size):
@@ -83,7 +83,12 @@ def main():
             loss = run_streams(model, val, args.bptt, args)
         return {"val_loss": loss, "val_ppl": math.exp(loss)}
 
-    fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    if history:
+        write_summary(args, "char_lstm", "character language model",
+                      args.text or "LeZero's shipped story", "val_ppl",
+                      history[-1]["val_ppl"], sum(e["seconds"] for e in history),
+                      parameters=model.num_parameters(), epochs=len(history))
     write_json(os.path.join(args.out, "vocab.json"), vocab)
     prime = train_ids[:8]
     out = model.generate(prime, args.sample, temperature=args.temperature)

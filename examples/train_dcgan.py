@@ -16,7 +16,7 @@ from lezero import cuda, optim
 from lezero.nn.models import DCGANDiscriminator, DCGANGenerator
 
 from _common import (batches, check_args, digits, fit, make_parser, mean, save_image_grid,
-                     to_device)
+                     to_device, write_summary)
 
 
 def main():
@@ -66,8 +66,14 @@ def main():
             d_real.append(float(cuda.as_numpy(F.sigmoid(logits_real).data).mean()))
         return {"loss_d": mean(d_losses), "loss_g": mean(g_losses), "D(real)": mean(d_real)}
 
-    fit(args, {"generator": gen, "discriminator": disc},
-        {"generator": opt_g, "discriminator": opt_d}, train_epoch)
+    history = fit(args, {"generator": gen, "discriminator": disc},
+                  {"generator": opt_g, "discriminator": opt_d}, train_epoch)
+    if history:
+        write_summary(args, "dcgan", "generative adversarial network",
+                      f"digits {args.image_size}x{args.image_size}", "D(real)",
+                      history[-1]["D(real)"], sum(e["seconds"] for e in history),
+                      parameters=gen.num_parameters() + disc.num_parameters(),
+                      epochs=len(history))
     gen.eval()
     with lz.no_grad():
         samples = cuda.as_numpy(gen(noise(32)).data)

@@ -18,7 +18,8 @@ from lezero import optim
 from lezero.nn.models import GPT
 
 from _amp import Precision, add_memory_flags
-from _common import smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device, write_json
+from _common import (smoke_limit, char_corpus, check_args, fit, make_parser, mean, to_device,
+                     write_json, write_summary)
 
 
 def windows(ids, block, batch, rng):
@@ -105,8 +106,14 @@ def main():
                       .item() for _ in range(4)]
         return {"val_loss": mean(losses)}
 
-    fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-        {"scheduler": sched, **mp.state()})
+    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
+                  {"scheduler": sched, **mp.state()})
+    if history:
+        write_summary(args, "gpt_mini", "character language model",
+                      args.text or "LeZero's shipped story",
+                      "val_loss (nats/char)", history[-1]["val_loss"],
+                      sum(e["seconds"] for e in history), parameters=model.num_parameters(),
+                      epochs=len(history))
     write_json(os.path.join(args.out, "vocab.json"), vocab)
     out = model.generate(train_ids[None, :8], args.sample, args.temperature, args.top_k)
     print("sample:", repr("".join(vocab[int(i)] for i in out[0])))

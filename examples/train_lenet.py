@@ -20,7 +20,7 @@ def main():
         channels = 3 if args.data == "cifar10" else args.channels
         return LeNet5(classes, channels, size, activation=args.activation, pool=args.pool)
 
-    run_classifier(p, build)
+    run_classifier(p, build, name="lenet5")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def main():
         inputs = args.channels * args.image_size ** 2 if args.data == "digits" else 3 * 32 * 32
         return MLP(inputs, args.hidden + [classes], dropout=args.dropout, flatten=True)
 
-    run_classifier(p, build)
+    run_classifier(p, build, name="mlp")
 
 
 if __name__ == "__main__":

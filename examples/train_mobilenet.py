@@ -20,7 +20,7 @@ def main():
         return MobileNetV2(classes, width_mult=args.width, dropout=args.dropout,
                            in_channels=args.channels, small_input=True)
 
-    run_classifier(p, build)
+    run_classifier(p, build, name="mobilenet_v2")
 
 
 if __name__ == "__main__":

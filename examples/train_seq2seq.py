@@ -14,7 +14,7 @@ import lezero.functions as F
 from lezero import cuda, optim
 from lezero.nn.models import Seq2SeqTransformer
 
-from _common import smoke_limit, check_args, fit, make_parser, mean, to_device
+from _common import smoke_limit, check_args, fit, make_parser, mean, to_device, write_summary
 
 PAD, BOS, EOS, FIRST_DIGIT = 0, 1, 2, 3
 VOCAB = FIRST_DIGIT + 10
@@ -95,7 +95,12 @@ def main():
     def evaluate():
         return {"exact_match": exact_match(model, test_src, test_tgt, args)}
 
-    fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    if history:
+        write_summary(args, "seq2seq_transformer", "sequence to sequence: reverse digits",
+                      f"generated {args.min_len}-{args.max_len} digit strings", "exact_match",
+                      history[-1]["exact_match"], sum(e["seconds"] for e in history),
+                      parameters=model.num_parameters(), epochs=len(history))
     src = to_device(args, test_src[:3])
     for s, pred in zip(src, model.greedy_decode(src, test_tgt.shape[1], BOS, EOS, src == PAD)):
         print(f"  {digits_text(s):>{args.max_len}} -> {digits_text(pred)}")

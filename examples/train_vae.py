@@ -16,7 +16,7 @@ from lezero import cuda, optim
 from lezero.nn.models import VAE, vae_loss
 
 from _common import (batches, check_args, digits, fit, make_parser, mean, save_image_grid,
-                     to_device)
+                     to_device, write_summary)
 
 
 def main():
@@ -52,7 +52,11 @@ def main():
         with lz.no_grad():      # training mode: sample z, so this is the ELBO estimate
             return {"test_neg_elbo": elbo_loss(to_device(args, x_test)).item()}
 
-    fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate)
+    if history:
+        write_summary(args, "vae", "variational autoencoder", "digits 8x8", "test_neg_elbo",
+                      history[-1]["test_neg_elbo"], sum(e["seconds"] for e in history),
+                      parameters=model.num_parameters(), epochs=len(history))
     model.eval()
     with lz.no_grad():
         recon = model.decode(model.encode(to_device(args, x_test[:16]))[0]).data

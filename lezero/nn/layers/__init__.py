@@ -40,6 +40,8 @@ from lezero.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, Adap
                                       Upsample, UpsamplingBilinear2d, UpsamplingNearest2d,
                                       ChannelShuffle)
 from lezero.nn.layers.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from lezero.nn.layers.vision import (Conv2dNormActivation, LayerNorm2d, Permute,
+                                     SqueezeExcitation, StochasticDepth)
 from lezero.nn.layers.transformer import (Transformer, TransformerDecoder,
                                           TransformerDecoderLayer, TransformerEncoder,
                                           TransformerEncoderLayer)
@@ -87,4 +89,6 @@ __all__ = [
     "TransformerEncoder", "TransformerDecoder", "Transformer",
     # sparse layers
     "MixtureOfExperts",
+    # torchvision.ops' building blocks
+    "Conv2dNormActivation", "SqueezeExcitation", "StochasticDepth", "Permute", "LayerNorm2d",
 ]

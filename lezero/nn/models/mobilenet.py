@@ -7,6 +7,8 @@ convolution; ``classifier`` is dropout and a linear layer.  Keys such as
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.layers.vision import Conv2dNormActivation
+from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
 
 # expansion t, output channels c, repeats n, first stride s (the paper's Table 2)
@@ -21,18 +23,13 @@ def make_divisible(v, divisor=8, min_value=None):
     return new_v + divisor if new_v < 0.9 * v else new_v
 
 
-class Conv2dNormActivation(nn.Sequential):
-    """Convolution ("same" padding, no bias), batch norm and ReLU6, as torchvision's
-    ``ops.Conv2dNormActivation`` builds them for MobileNetV2 (keys ``0``, ``1``)."""
-
-    def __init__(self, in_channels, out_channels, kernel_size=3, stride=1, groups=1,
-                 norm_layer=None, activation_layer=nn.ReLU6):
-        norm_layer = norm_layer or nn.BatchNorm2d
-        padding = (kernel_size - 1) // 2
-        super().__init__(nn.Conv2d(in_channels, out_channels, kernel_size, stride, padding,
-                                   groups=groups, bias=False),
-                         norm_layer(out_channels), activation_layer(inplace=True))
-        self.out_channels = out_channels
+def _conv_bn_relu6(in_channels, out_channels, kernel_size=3, stride=1, groups=1,
+                   norm_layer=None):
+    """torchvision's ``Conv2dNormActivation`` as MobileNetV2 uses it: ReLU6 (keys ``0``,
+    ``1``)."""
+    return Conv2dNormActivation(in_channels, out_channels, kernel_size, stride, groups=groups,
+                                norm_layer=norm_layer or nn.BatchNorm2d,
+                                activation_layer=nn.ReLU6)
 
 
 class InvertedResidual(nn.Module):
@@ -48,10 +45,9 @@ class InvertedResidual(nn.Module):
         self.use_res_connect = stride == 1 and inp == oup
         layers = []
         if expand_ratio != 1:
-            layers.append(Conv2dNormActivation(inp, hidden, kernel_size=1,
-                                               norm_layer=norm_layer))
-        layers += [Conv2dNormActivation(hidden, hidden, stride=stride, groups=hidden,
-                                        norm_layer=norm_layer),
+            layers.append(_conv_bn_relu6(inp, hidden, kernel_size=1, norm_layer=norm_layer))
+        layers += [_conv_bn_relu6(hidden, hidden, stride=stride, groups=hidden,
+                                  norm_layer=norm_layer),
                    nn.Conv2d(hidden, oup, 1, 1, 0, bias=False),
                    norm_layer(oup)]
         self.conv = nn.Sequential(*layers)
@@ -76,16 +72,16 @@ class MobileNetV2(nn.Module):
         norm_layer = norm_layer or nn.BatchNorm2d
         channels = make_divisible(32 * width_mult, round_nearest)
         self.last_channel = make_divisible(1280 * max(1.0, width_mult), round_nearest)
-        features = [Conv2dNormActivation(in_channels, channels, stride=1 if small_input else 2,
-                                         norm_layer=norm_layer)]
+        features = [_conv_bn_relu6(in_channels, channels, stride=1 if small_input else 2,
+                                   norm_layer=norm_layer)]
         for t, c, n, s in setting:
             out = make_divisible(c * width_mult, round_nearest)
             for i in range(n):
                 features.append(InvertedResidual(channels, out, s if i == 0 else 1, t,
                                                  norm_layer))
                 channels = out
-        features.append(Conv2dNormActivation(channels, self.last_channel, kernel_size=1,
-                                             norm_layer=norm_layer))
+        features.append(_conv_bn_relu6(channels, self.last_channel, kernel_size=1,
+                                       norm_layer=norm_layer))
         self.features = nn.Sequential(*features)
         self.classifier = nn.Sequential(nn.Dropout(p=dropout),
                                         nn.Linear(self.last_channel, num_classes))
@@ -96,6 +92,7 @@ class MobileNetV2(nn.Module):
         return self.classifier(F.flatten(x, 1))
 
 
-def mobilenet_v2(**kwargs):
+def mobilenet_v2(*, weights=None, progress=True, **kwargs):
     """MobileNetV2; keyword arguments go to ``MobileNetV2``."""
+    check_weights("mobilenet_v2", weights, progress)
     return MobileNetV2(**kwargs)

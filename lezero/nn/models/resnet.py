@@ -5,6 +5,7 @@ Names match torchvision (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer2.0.down
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
 
 
@@ -84,16 +85,23 @@ class ResNet(nn.Module):
     for a 3x3 stride-1 convolution and no pool, the usual choice for 32x32 images; the
     ``state_dict`` keys stay the same.  ``base_width`` scales every stage (64 is the
     paper's; 16 makes a CPU-sized network).  ``zero_init_residual`` starts each block's last
-    norm at zero, so every block begins as the identity.
+    norm at zero, so every block begins as the identity.  ``groups`` and
+    ``width_per_group`` make ResNeXt and wide ResNets (torchvision's meaning);
+    ``replace_stride_with_dilation`` (three bools, for layer2..layer4) keeps the resolution
+    of those stages and dilates their convolutions instead, as in segmentation backbones.
     """
 
     def __init__(self, block, layers, num_classes=1000, zero_init_residual=False, groups=1,
-                 width_per_group=64, norm_layer=None, in_channels=3, small_input=False,
-                 base_width=64):
+                 width_per_group=64, replace_stride_with_dilation=None, norm_layer=None,
+                 in_channels=3, small_input=False, base_width=64):
         super().__init__()
         self._norm_layer = norm_layer or nn.BatchNorm2d
         self.inplanes = base_width
         self.dilation = 1
+        dilate = replace_stride_with_dilation or [False, False, False]
+        if len(dilate) != 3:
+            raise ValueError("ResNet: replace_stride_with_dilation must be None or 3 bools, "
+                             f"got {replace_stride_with_dilation!r}")
         self.groups = groups
         self.base_width = width_per_group
         if small_input:
@@ -105,9 +113,9 @@ class ResNet(nn.Module):
         self.maxpool = nn.Identity() if small_input else nn.MaxPool2d(3, 2, 1)
         widths = [base_width * 2 ** i for i in range(4)]
         self.layer1 = self._make_layer(block, widths[0], layers[0])
-        self.layer2 = self._make_layer(block, widths[1], layers[1], stride=2)
-        self.layer3 = self._make_layer(block, widths[2], layers[2], stride=2)
-        self.layer4 = self._make_layer(block, widths[3], layers[3], stride=2)
+        self.layer2 = self._make_layer(block, widths[1], layers[1], 2, dilate[0])
+        self.layer3 = self._make_layer(block, widths[2], layers[2], 2, dilate[1])
+        self.layer4 = self._make_layer(block, widths[3], layers[3], 2, dilate[2])
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(widths[3] * block.expansion, num_classes)
         init_cnn_(self)
@@ -117,13 +125,17 @@ class ResNet(nn.Module):
                 if isinstance(m, (BasicBlock, Bottleneck)) and last.weight is not None:
                     nn.init.zeros_(last.weight)
 
-    def _make_layer(self, block, planes, blocks, stride=1):
+    def _make_layer(self, block, planes, blocks, stride=1, dilate=False):
+        previous_dilation = self.dilation
+        if dilate:
+            self.dilation *= stride
+            stride = 1
         downsample = None
         if stride != 1 or self.inplanes != planes * block.expansion:
             downsample = nn.Sequential(conv1x1(self.inplanes, planes * block.expansion, stride),
                                        self._norm_layer(planes * block.expansion))
         layers = [block(self.inplanes, planes, stride, downsample, self.groups, self.base_width,
-                        self.dilation, self._norm_layer)]
+                        previous_dilation, self._norm_layer)]
         self.inplanes = planes * block.expansion
         for _ in range(1, blocks):
             layers.append(block(self.inplanes, planes, groups=self.groups,
@@ -137,16 +149,19 @@ class ResNet(nn.Module):
         return self.fc(F.flatten(self.avgpool(x), 1))
 
 
-def resnet18(**kwargs):
+def resnet18(*, weights=None, progress=True, **kwargs):
     """ResNet-18: BasicBlocks [2, 2, 2, 2]; keyword arguments go to ``ResNet``."""
+    check_weights("resnet18", weights, progress)
     return ResNet(BasicBlock, [2, 2, 2, 2], **kwargs)
 
 
-def resnet34(**kwargs):
+def resnet34(*, weights=None, progress=True, **kwargs):
     """ResNet-34: BasicBlocks [3, 4, 6, 3]."""
+    check_weights("resnet34", weights, progress)
     return ResNet(BasicBlock, [3, 4, 6, 3], **kwargs)
 
 
-def resnet50(**kwargs):
+def resnet50(*, weights=None, progress=True, **kwargs):
     """ResNet-50: Bottlenecks [3, 4, 6, 3]."""
+    check_weights("resnet50", weights, progress)
     return ResNet(Bottleneck, [3, 4, 6, 3], **kwargs)

@@ -7,6 +7,7 @@ so its checkpoints load with ``strict=True``.
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
 
 # The configurations of the paper's Table 1: A = VGG-11, B = VGG-13, D = VGG-16, E = VGG-19.
@@ -75,7 +76,9 @@ def _out_channels(features):
     return convs[-1].out_channels
 
 
-def _vgg(cfg, batch_norm, in_channels=3, width_mult=1.0, **kwargs):
+def _vgg(cfg, batch_norm, in_channels=3, width_mult=1.0, *, weights=None, progress=True,
+         **kwargs):
+    check_weights("vgg", weights, progress)
     return VGG(make_layers(CFGS[cfg], batch_norm, in_channels, width_mult), **kwargs)
 
 
