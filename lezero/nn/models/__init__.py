@@ -19,6 +19,8 @@ from lezero.nn.models.seq2seq import PositionalEncoding, Seq2SeqTransformer
 from lezero.nn.models.vae import VAE, vae_loss
 from lezero.nn.models.vgg import VGG, vgg11, vgg11_bn, vgg16, vgg16_bn
 from lezero.nn.models.registry import get_model, list_models, register_model
+from lezero.nn.models.unet import UNet
+from lezero.nn.models.yolo import YOLOv5, yolov5n, yolov5s
 
 # The models that existed before the registry, by the names torchvision and their
 # references use; new model modules register themselves with @register_model.
@@ -37,4 +39,4 @@ __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "Re
            "InvertedResidual", "mobilenet_v2", "CharLSTM", "Seq2SeqTransformer",
            "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
            "DCGANDiscriminator", "dcgan_weights_init", "get_model", "list_models",
-           "register_model"]
+           "register_model", "YOLOv5", "yolov5n", "yolov5s", "UNet"]

@@ -1,0 +1,63 @@
+"""Helpers shared by the detection, segmentation, speech, diffusion, graph, RL and
+contrastive examples (on top of ``_common``): a progress bar, a one-cycle schedule and
+weight averaging."""
+import sys
+
+import numpy as np
+
+from lezero import optim
+
+import _common
+
+
+def progress(iterable=None, total=None, desc=None):
+    """A tqdm bar on stderr (off in --smoke runs, whose output is read by tests)."""
+    from tqdm import tqdm
+    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, dynamic_ncols=True,
+                disable=_common._smoke, leave=False)
+
+
+def one_cycle(opt, total_steps, warmup=0.05):
+    """Linear warm-up over ``warmup`` of the steps, then cosine decay to zero; stepped
+    once per batch."""
+    warm = max(1, int(total_steps * warmup))
+
+    def factor(step):
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + np.cos(np.pi * min(1.0, (step - warm) / max(1, total_steps - warm))))
+    return optim.lr_scheduler.LambdaLR(opt, factor)
+
+
+class EMA:
+    """An exponential moving average of a model's parameters and buffers (YOLOv5's
+    ``ModelEMA``): ``decay`` ramps up from 0 over the first ~``ramp`` updates, so early
+    weights do not linger.  ``swap()`` exchanges the averaged and the live weights (call
+    it before and after evaluating)."""
+
+    def __init__(self, model, decay=0.999, ramp=200):
+        self.model, self.decay, self.ramp, self.updates = model, decay, ramp, 0
+        self.shadow = {k: v.copy() for k, v in model.state_dict().items()}
+
+    def update(self):
+        self.updates += 1
+        d = self.decay * (1 - np.exp(-self.updates / self.ramp))
+        for k, v in self.model.state_dict().items():
+            if v.dtype.kind == "f":
+                self.shadow[k] *= d
+                self.shadow[k] += (1 - d) * v
+            else:
+                self.shadow[k] = v.copy()
+
+    def swap(self):
+        live = {k: v.copy() for k, v in self.model.state_dict().items()}
+        self.model.load_state_dict(self.shadow)
+        self.shadow = live
+
+    # saved with the schedulers by ``fit``, so --resume continues the average too
+    def state_dict(self):
+        return {"updates": self.updates, "shadow": dict(self.shadow)}
+
+    def load_state_dict(self, state):
+        self.updates = int(state["updates"])
+        self.shadow = {k: np.array(v) for k, v in state["shadow"].items()}
