@@ -19,6 +19,13 @@ from lezero.nn.models.seq2seq import PositionalEncoding, Seq2SeqTransformer
 from lezero.nn.models.vae import VAE, vae_loss
 from lezero.nn.models.vgg import VGG, vgg11, vgg11_bn, vgg16, vgg16_bn
 from lezero.nn.models.registry import get_model, list_models, register_model
+from lezero.nn.models.a2c import ActorCritic
+from lezero.nn.models.ddpm import DDPMUNet, GaussianDiffusion
+from lezero.nn.models.dqn import QNetwork
+from lezero.nn.models.gat import GAT
+from lezero.nn.models.gcn import GCN
+from lezero.nn.models.simclr import SimCLR
+from lezero.nn.models.speech_ctc import SpeechCTC
 from lezero.nn.models.unet import UNet
 from lezero.nn.models.yolo import YOLOv5, yolov5n, yolov5s
 
@@ -39,4 +46,5 @@ __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "Re
            "InvertedResidual", "mobilenet_v2", "CharLSTM", "Seq2SeqTransformer",
            "PositionalEncoding", "GPT", "GPTConfig", "VAE", "vae_loss", "DCGANGenerator",
            "DCGANDiscriminator", "dcgan_weights_init", "get_model", "list_models",
-           "register_model", "YOLOv5", "yolov5n", "yolov5s", "UNet"]
+           "register_model", "YOLOv5", "yolov5n", "yolov5s", "UNet", "SpeechCTC", "DDPMUNet", "GaussianDiffusion", "GCN", "GAT", "QNetwork",
+           "ActorCritic", "SimCLR"]

@@ -123,8 +123,8 @@ class YOLOLoss:
             lobj = lobj + F.binary_cross_entropy_with_logits(p[..., 4], xp.asarray(tobj)) * weight
         parts = [part * gain for part, gain in zip((lbox, lobj, lcls), self.gains)]
         loss = (parts[0] + parts[1] + parts[2]) * raw[0].shape[0]   # lobj: always a Variable
-        return loss, {k: float(getattr(v, "data", v)) for k, v in zip(("box", "obj", "cls"),
-                                                                       parts)}
+        return loss, {k: v if isinstance(v, float) else v.item()
+                      for k, v in zip(("box", "obj", "cls"), parts)}
 
 
 def kmeans_anchors(wh, n=9, iters=100, seed=0):
