@@ -6,7 +6,7 @@ import numpy as np
 
 import lezero as lz
 
-from _common import check_args, make_parser
+from _common import check_args, make_parser, write_summary
 
 ENV = "CartPole-v1"
 
@@ -55,3 +55,32 @@ def rl_args(parser):
     os.makedirs(args.out, exist_ok=True)
     lz.manual_seed(args.seed)
     return args
+
+
+class BestWeights:
+    """The weights that scored best on the validation episodes so far."""
+
+    def __init__(self, model):
+        self.model, self.score, self.state = model, -1.0, None
+
+    def validate(self, policy, seed, smoke):
+        """Score ``policy`` on 5 validation episodes; keep the weights if best."""
+        score, _ = evaluate(policy, 5, seed, max_steps=50 if smoke else None)
+        if score >= self.score:
+            self.score = score
+            self.state = {k: v.copy() for k, v in self.model.state_dict().items()}
+
+
+def finish(args, name, best, policy, seconds, env_steps):
+    """Restore the best weights, save them, test them on ``args.eval_episodes`` fresh
+    episodes, print the average return and write the summary."""
+    best.model.load_state_dict(best.state)
+    best.model.save(os.path.join(args.out, "model.npz"))
+    mean_return, returns = evaluate(policy, args.eval_episodes, 10000,
+                                    max_steps=50 if args.smoke else None)
+    print(f"{name} on {ENV} after {env_steps} steps ({seconds:.0f} s): average return "
+          f"{mean_return:.1f} over {len(returns)} greedy test episodes (min "
+          f"{min(returns):.0f}, max {max(returns):.0f}; best validation {best.score:.0f})")
+    write_summary(args, name.lower(), "reinforcement learning", f"gymnasium {ENV}",
+                  "avg_return", mean_return, seconds, env_steps=env_steps,
+                  parameters=best.model.num_parameters())

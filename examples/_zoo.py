@@ -61,3 +61,19 @@ class EMA:
     def load_state_dict(self, state):
         self.updates = int(state["updates"])
         self.shadow = {k: np.array(v) for k, v in state["shadow"].items()}
+
+
+def train_step(opt, loss, scheduler=None, clip=None, ema=None):
+    """One optimisation step on ``loss``: zero the gradients, backpropagate, clip their
+    global norm to ``clip`` (if given), step the optimizer, then the per-batch scheduler
+    and the weight average; returns the loss as a float."""
+    opt.zero_grad()
+    loss.backward()
+    if clip is not None:
+        optim.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], clip)
+    opt.step()
+    if scheduler is not None:
+        scheduler.step()
+    if ema is not None:
+        ema.update()
+    return loss.item()

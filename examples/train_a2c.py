@@ -9,7 +9,6 @@ validated every ``--eval-every`` steps and the best weights are kept.
     python examples/train_a2c.py                 # a few minutes on one core
     python examples/train_a2c.py --gae-lambda 0.95 --steps 300000
 """
-import os
 import time
 
 import numpy as np
@@ -18,9 +17,8 @@ import lezero as lz
 from lezero import optim
 from lezero.nn.models.a2c import ActorCritic, a2c_loss, gae
 
-from _common import write_summary
-from _rl import evaluate, make_env, rl_args, rl_parser
-from _zoo import progress
+from _rl import BestWeights, finish, make_env, rl_args, rl_parser
+from _zoo import progress, train_step
 
 
 def main():
@@ -40,7 +38,7 @@ def main():
     greedy = lambda o: int(model.actor(np.asarray(o, np.float32)[None]).data.argmax())  # noqa
     per_update = args.envs * args.rollout
     updates = max(1, args.steps // per_update)
-    best, returns_now, recent = (-1.0, None), np.zeros(args.envs), []
+    best, returns_now, recent = BestWeights(model), np.zeros(args.envs), []
     t0 = time.perf_counter()
     bar = progress(range(updates), desc="A2C updates")
     for update in bar:
@@ -74,28 +72,13 @@ def main():
                        np.array(dones), last_value, args.gamma, args.gae_lambda)
         loss, _ = a2c_loss(logits, values, np.concatenate(actions), ret.reshape(-1),
                            adv.reshape(-1), entropy_coef=args.entropy)
-        opt.zero_grad()
-        loss.backward()
-        optim.clip_grad_norm_(model.parameters(), 0.5)
-        opt.step()
+        train_step(opt, loss, clip=0.5)
         if recent:
             bar.set_postfix(avg_return=f"{np.mean(recent):.0f}")
         done_steps = (update + 1) * per_update
         if done_steps % args.eval_every < per_update or update + 1 == updates:
-            score, _ = evaluate(greedy, 5, 1000 + update, max_steps=50 if args.smoke else None)
-            if score >= best[0]:
-                best = (score, {k: v.copy() for k, v in model.state_dict().items()})
-    seconds = time.perf_counter() - t0
-    model.load_state_dict(best[1])
-    model.save(os.path.join(args.out, "model.npz"))
-    mean_return, returns = evaluate(greedy, args.eval_episodes, 10000,
-                                    max_steps=50 if args.smoke else None)
-    print(f"A2C on CartPole-v1 after {updates * per_update} steps ({seconds:.0f} s): average "
-          f"return {mean_return:.1f} over {len(returns)} greedy test episodes (min "
-          f"{min(returns):.0f}, max {max(returns):.0f}; best validation {best[0]:.0f})")
-    write_summary(args, "a2c", "reinforcement learning", "gymnasium CartPole-v1",
-                  "avg_return", mean_return, seconds, env_steps=updates * per_update,
-                  parameters=model.num_parameters())
+            best.validate(greedy, 1000 + update, args.smoke)
+    finish(args, "A2C", best, greedy, time.perf_counter() - t0, updates * per_update)
 
 
 if __name__ == "__main__":

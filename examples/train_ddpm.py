@@ -9,7 +9,7 @@ the real test digits is printed beside it as the ceiling, and the test-set noise
 prediction loss as a second figure.  A grid of samples is saved as ``OUT/samples.png``.
 
     python examples/train_ddpm.py                      # several minutes on one core
-    python examples/train_ddpm.py --base-channels 64 --epochs 400
+    python examples/train_ddpm.py --base-channels 32 --epochs 300
 """
 import os
 import time
@@ -24,7 +24,7 @@ from lezero.nn.models.ddpm import DDPMUNet, GaussianDiffusion
 
 from _common import (batches, check_args, digits, fit, make_parser, mean, save_image_grid,
                      write_summary)
-from _zoo import EMA, one_cycle, progress
+from _zoo import EMA, one_cycle, progress, train_step
 
 
 def train_classifier(x, t, x_test, t_test, epochs, seed):
@@ -54,7 +54,7 @@ def digit_score(classifier, images):
 
 
 def main():
-    p = make_parser("ddpm", __doc__, epochs=150, batch_size=128, lr=1e-3)
+    p = make_parser("ddpm", __doc__, epochs=100, batch_size=128, lr=2e-3)
     p.add_argument("--base-channels", type=int, default=16)
     p.add_argument("--timesteps", type=int, default=1000, help="T (1000 in the paper)")
     p.add_argument("--samples", type=int, default=100, help="images to sample at the end")
@@ -77,13 +77,7 @@ def main():
     def train_epoch(epoch):
         losses = []
         for (xb,) in batches((x,), args.batch_size, args.seed, epoch):
-            loss = diffusion.loss(model, xb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            ema.update()
-            losses.append(loss.item())
+            losses.append(train_step(opt, diffusion.loss(model, xb), sched, ema=ema))
             bar.update()
             bar.set_postfix(epoch=epoch + 1, loss=f"{losses[-1]:.4f}")
         return {"loss": mean(losses)}

@@ -18,7 +18,7 @@ from lezero import nn, optim
 from lezero.nn.models.simclr import DigitAugment, SimCLR, nt_xent_loss
 
 from _common import batches, check_args, digits, fit, make_parser, mean, write_summary
-from _zoo import one_cycle, progress
+from _zoo import one_cycle, progress, train_step
 
 
 def features(model, x):
@@ -69,12 +69,7 @@ def main():
         for (xb,) in batches((x,), args.batch_size, args.seed, epoch, drop_last=True):
             _, z1 = model(augment(xb, rng))
             _, z2 = model(augment(xb, rng))
-            loss = nt_xent_loss(z1, z2, args.temperature)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(train_step(opt, nt_xent_loss(z1, z2, args.temperature), sched))
             bar.update()
             bar.set_postfix(epoch=epoch + 1, nt_xent=f"{losses[-1]:.3f}")
         return {"nt_xent": mean(losses)}

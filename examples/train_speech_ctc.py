@@ -29,7 +29,7 @@ from lezero.nn.models import SpeechCTC
 from lezero.nn.models.speech_ctc import error_rate, greedy_decode
 
 from _common import check_args, fit, make_parser, mean, smoke_limit, write_summary
-from _zoo import one_cycle, progress
+from _zoo import one_cycle, progress, train_step
 
 N_MELS = 40
 
@@ -116,12 +116,7 @@ def main():
             log_probs = model(x)
             loss = F.ctc_loss(log_probs, targets, model.output_lengths(lengths),
                               target_lengths, zero_infinity=True)
-            opt.zero_grad()
-            loss.backward()
-            optim.clip_grad_norm_(model.parameters(), 5.0)
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(train_step(opt, loss, sched, clip=5.0))
             bar.update()
             bar.set_postfix(ctc=f"{losses[-1]:.3f}")
         bar.close()

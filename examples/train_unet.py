@@ -20,7 +20,7 @@ from lezero.nn.models import UNet
 from lezero.nn.models.unet import iou_per_class
 
 from _common import batches, check_args, fit, make_parser, mean, write_summary
-from _zoo import one_cycle, progress
+from _zoo import one_cycle, progress, train_step
 
 
 def predict_masks(model, x, batch_size=64):
@@ -57,12 +57,7 @@ def main():
         losses = []
         bar = progress(total=steps_per_epoch, desc=f"epoch {epoch + 1}")
         for xb, mb in batches((train.data, train.targets), args.batch_size, args.seed, epoch):
-            loss = F.cross_entropy(model(xb), mb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(loss.item())
+            losses.append(train_step(opt, F.cross_entropy(model(xb), mb), sched))
             bar.update()
             bar.set_postfix(loss=f"{losses[-1]:.3f}")
         bar.close()

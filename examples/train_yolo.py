@@ -22,7 +22,7 @@ from lezero.nn.models.detection_metrics import mean_average_precision
 from lezero.nn.models.yolo_loss import YOLOLoss, kmeans_anchors, targets_to_array
 
 from _common import batches, check_args, fit, make_parser, mean, smoke_limit, write_summary
-from _zoo import EMA, one_cycle, progress
+from _zoo import EMA, one_cycle, progress, train_step
 
 
 def flip(images, boxes, rng):
@@ -76,15 +76,11 @@ def main():
         for (ib,) in batches((index,), args.batch_size, args.seed, epoch):
             xb, bb = flip(x[ib], [boxes[i] for i in ib], rng)
             loss, got = loss_fn(model(xb), targets_to_array(bb, [labels[i] for i in ib]))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            ema.update()
+            value = train_step(opt, loss, sched, ema=ema)
             for k, v in got.items():
                 parts[k].append(v)
             bar.update()
-            bar.set_postfix(loss=f"{loss.item() / len(ib):.3f}")
+            bar.set_postfix(loss=f"{value / len(ib):.3f}")
         bar.close()
         return {f"loss_{k}": mean(v) for k, v in parts.items()}
 

@@ -11,7 +11,6 @@ espeak-ng is a system package (Debian/Ubuntu: ``apt-get install espeak-ng``); wi
 stand-in without espeak-ng: each digit a short two-tone chord, so code paths can be
 exercised anywhere (it is not speech).
 """
-import io
 import os
 import shutil
 import subprocess

@@ -18,7 +18,6 @@ three parts (floats) for logging.
 """
 import numpy as np
 
-import lezero as lz
 import lezero.functions as F
 from lezero import cuda
 from lezero.nn.models.boxes import bbox_iou, xyxy_to_xywh
@@ -93,7 +92,9 @@ class YOLOLoss:
         self.cp, self.cn = 1.0 - 0.5 * smooth, 0.5 * smooth
         self.gains, self.balance = (box, obj, cls), tuple(balance)
         self.detect = model.detect
-        check_int(where, "levels", len(self.balance), low=self.detect.nl)
+        if len(self.balance) != self.detect.nl:
+            raise ValueError(f"{where}: balance must hold one weight per level "
+                             f"({self.detect.nl}), got {balance!r}")
 
     def __call__(self, raw, targets):
         """``raw``: the model's output (list of (N, na, H, W, no)); ``targets``: (n, 6)

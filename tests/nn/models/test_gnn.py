@@ -8,12 +8,11 @@ import pytest
 import torch
 
 import lezero as lz
-from lezero import nn
+import lezero.functions as F
+from lezero import nn, optim
 from lezero.data.datasets import karate_club, stochastic_block_model
 from lezero.nn.layers.graph import dense_adjacency, gcn_norm
 from lezero.nn.models import GAT, GCN, get_model
-from lezero import optim
-import lezero.functions as F
 
 PATH = np.array([[0, 1, 1, 2], [1, 0, 2, 1]])          # the undirected path 0 - 1 - 2
 

@@ -246,3 +246,7 @@ def test_predict_returns_boxes_scores_labels_and_bad_arguments_are_named():
         YOLOv5("3")
     with pytest.raises(ValueError, match="YOLOv5: anchors must be 3 levels"):
         YOLOv5(3, anchors=((1, 2),))
+    with pytest.raises(ValueError, match=r"YOLOLoss: balance must hold one weight per level"):
+        YOLOLoss(model, balance=(1.0,))
+    with pytest.raises(ValueError, match="YOLOLoss: iou_kind must be one of"):
+        YOLOLoss(model, iou_kind="eiou")
