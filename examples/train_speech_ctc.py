@@ -1,9 +1,11 @@
 """Train a speech recognizer (conv front end + bidirectional GRU + CTC) on spoken digit
-sequences synthesized with espeak-ng, and report the digit error rate on new utterances.
+sequences synthesized with espeak-ng, and report the digit error rate on utterances by
+voices the model never heard.
 
-The utterances ("three one four": 1 to 4 digits, 25 voices, random speed and pitch) are
-synthesized once and cached (``lezero.data.datasets.SpokenDigits``; needs the espeak-ng
-program: ``apt-get install espeak-ng``).  Features are 40-band log-mel spectrograms
+The utterances ("three one four": 1 to 4 digits, random speed and pitch; 20 voices for
+training, 5 others for the test) are synthesized once and cached
+(``lezero.data.datasets.SpokenDigits``; needs the espeak-ng program:
+``apt-get install espeak-ng``).  Features are 40-band log-mel spectrograms
 (25 ms windows every 10 ms), normalised per utterance; training masks random bands and
 frames (SpecAugment) and decodes greedily.
 

@@ -6,8 +6,9 @@ Everything is drawn by NumPy from one seed, so ``generate_shapes(n, seed=s)`` gi
 same images on every machine and nothing is downloaded.  Each image has a random
 background colour with a little noise and 1 to ``max_objects`` shapes of random colour
 (kept apart from the background's) and size; a new shape may cover part of an older one
-but never most of it (their boxes overlap by IoU at most ``max_overlap``).  A shape's box
-is the tight box of the pixels it finally covers, so boxes and masks always agree.
+but their boxes overlap by IoU at most ``max_overlap``.  A shape's box is the tight box of
+the pixels it finally covers, so boxes and masks agree; a shape left with fewer than 4
+visible pixels gets no box (its fragment stays in the image and the mask).
 """
 import numpy as np
 

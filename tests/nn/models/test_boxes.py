@@ -109,6 +109,9 @@ def test_average_precision_of_simple_curves():
     assert average_precision([], []) == 0.0
     # recall 0.5 at precision 1, then recall 1 at precision 0.5: area 0.5 + 0.25
     assert average_precision([0.5, 0.5, 1.0], [1.0, 0.5, 0.5]) == pytest.approx(0.75)
+    # a false positive first, then two hits: precision 0, 1/2, 2/3 -- the envelope lifts
+    # the whole curve to 2/3 (without it the area would be 0.25 + 1/3)
+    assert average_precision([0.0, 0.5, 1.0], [0.0, 0.5, 2 / 3]) == pytest.approx(2 / 3)
 
 
 def test_mean_average_precision_hand_computed():
