@@ -53,6 +53,15 @@ def digit_score(classifier, images):
     return float(np.exp(kl.mean())), float((p.max(axis=1) > 0.9).mean())
 
 
+def sample(diffusion, model, n, seed):
+    """``n`` 8x8 samples by ancestral sampling through every step, with a progress bar."""
+    bar = progress(total=diffusion.timesteps, desc="sampling")
+    out = diffusion.sample(model, (n, 1, 8, 8), np.random.default_rng(seed),
+                           callback=lambda step: bar.update())
+    bar.close()
+    return out
+
+
 def main():
     p = make_parser("ddpm", __doc__, epochs=100, batch_size=128, lr=2e-3)
     p.add_argument("--base-channels", type=int, default=16)
@@ -99,10 +108,7 @@ def main():
     ema.swap()
     model.save(os.path.join(args.out, "model.npz"))
     n = 8 if args.smoke else args.samples
-    sampling = progress(total=timesteps, desc="sampling")
-    samples = diffusion.sample(model, (n, 1, 8, 8), np.random.default_rng(args.seed),
-                               callback=lambda step: sampling.update())
-    sampling.close()
+    samples = sample(diffusion, model, n, args.seed)
     classifier, acc = train_classifier(x, t, x_test, t_test, 1 if args.smoke else 30, args.seed)
     score, confident = digit_score(classifier, np.clip(samples, -1, 1))
     real_score, real_confident = digit_score(classifier, x_test)
