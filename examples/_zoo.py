@@ -2,6 +2,7 @@
 contrastive examples (on top of ``_common``): a progress bar, a one-cycle schedule and
 weight averaging."""
 import sys
+import time
 
 import numpy as np
 
@@ -77,3 +78,20 @@ def train_step(opt, loss, scheduler=None, clip=None, ema=None):
     if ema is not None:
         ema.update()
     return loss.item()
+
+
+def timed_fit(args, model, opt, train_epoch, evaluate=None, schedulers=None):
+    """``_common.fit`` for one model and one optimizer; returns ``(history, seconds)``."""
+    t0 = time.perf_counter()
+    history = _common.fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
+                          schedulers)
+    return history, time.perf_counter() - t0
+
+
+def shapes_parser(name, description, epochs, batch_size, lr, train_images, test_images):
+    """The flags of the generated-shapes examples (image size and set sizes added)."""
+    p = _common.make_parser(name, description, epochs, batch_size, lr)
+    p.add_argument("--image-size", type=int, default=64, help="image side (a multiple of 16)")
+    p.add_argument("--train-images", type=int, default=train_images)
+    p.add_argument("--test-images", type=int, default=test_images)
+    return p

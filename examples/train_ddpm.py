@@ -12,7 +12,6 @@ prediction loss as a second figure.  A grid of samples is saved as ``OUT/samples
     python examples/train_ddpm.py --base-channels 32 --epochs 300
 """
 import os
-import time
 
 import numpy as np
 
@@ -22,9 +21,9 @@ from lezero import optim
 from lezero.nn.models import LeNet5
 from lezero.nn.models.ddpm import DDPMUNet, GaussianDiffusion
 
-from _common import (batches, check_args, digits, fit, make_parser, mean, save_image_grid,
+from _common import (batches, check_args, digits, make_parser, mean, save_image_grid,
                      write_summary)
-from _zoo import EMA, one_cycle, progress, train_step
+from _zoo import EMA, one_cycle, progress, timed_fit, train_step
 
 
 def train_classifier(x, t, x_test, t_test, epochs, seed):
@@ -100,11 +99,9 @@ def main():
         ema.swap()
         return {"test_loss": value}
 
-    t0 = time.perf_counter()
-    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-                  {"scheduler": sched, "ema": ema})
+    history, seconds = timed_fit(args, model, opt, train_epoch, evaluate,
+                                 {"scheduler": sched, "ema": ema})
     bar.close()
-    seconds = time.perf_counter() - t0
     ema.swap()
     model.save(os.path.join(args.out, "model.npz"))
     n = 8 if args.smoke else args.samples

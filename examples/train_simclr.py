@@ -8,8 +8,6 @@ so the figure says what contrastive training adds.
     python examples/train_simclr.py                   # a few minutes on one core
     python examples/train_simclr.py --temperature 0.2 --epochs 200
 """
-import time
-
 import numpy as np
 
 import lezero as lz
@@ -17,8 +15,8 @@ import lezero.functions as F
 from lezero import nn, optim
 from lezero.nn.models.simclr import DigitAugment, SimCLR, nt_xent_loss
 
-from _common import batches, check_args, digits, fit, make_parser, mean, write_summary
-from _zoo import one_cycle, progress, train_step
+from _common import batches, check_args, digits, make_parser, mean, write_summary
+from _zoo import one_cycle, progress, timed_fit, train_step
 
 
 def features(model, x):
@@ -74,10 +72,8 @@ def main():
             bar.set_postfix(epoch=epoch + 1, nt_xent=f"{losses[-1]:.3f}")
         return {"nt_xent": mean(losses)}
 
-    t0 = time.perf_counter()
-    fit(args, {"model": model}, {"optimizer": opt}, train_epoch, schedulers={"scheduler": sched})
+    _, seconds = timed_fit(args, model, opt, train_epoch, schedulers={"scheduler": sched})
     bar.close()
-    seconds = time.perf_counter() - t0
     steps = 20 if args.smoke else 300
     acc = linear_probe(features(model, x), t, features(model, x_test), t_test, steps)
     base = linear_probe(features(random_model, x), t, features(random_model, x_test), t_test,

@@ -17,7 +17,6 @@ model still run (the figure it prints then means nothing).
 """
 import os
 import sys
-import time
 
 import numpy as np
 
@@ -30,8 +29,8 @@ from lezero.data.datasets.spoken_digits import (SpokenDigits, espeak_available,
 from lezero.nn.models import SpeechCTC
 from lezero.nn.models.speech_ctc import error_rate, greedy_decode
 
-from _common import check_args, fit, make_parser, mean, smoke_limit, write_summary
-from _zoo import one_cycle, progress, train_step
+from _common import check_args, make_parser, mean, smoke_limit, write_summary
+from _zoo import one_cycle, progress, timed_fit, train_step
 
 N_MELS = 40
 
@@ -137,10 +136,7 @@ def main():
         exact = mean([r == h for r, h in zip(refs, hyps)])
         return {"digit_error_rate": error_rate(refs, hyps), "sequence_acc": exact}
 
-    t0 = time.perf_counter()
-    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-                  {"scheduler": sched})
-    seconds = time.perf_counter() - t0
+    history, seconds = timed_fit(args, model, opt, train_epoch, evaluate, {"scheduler": sched})
     final = history[-1]
     print(f"digit error rate on {len(test_f)} new utterances: "
           f"{final['digit_error_rate'] * 100:.2f}% (whole sequences right: "

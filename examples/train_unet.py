@@ -8,8 +8,6 @@ The headline figure is the mean IoU of the three shape classes over the whole te
     python examples/train_unet.py                       # a few minutes on one core
     python examples/train_unet.py --base-channels 32 --epochs 20
 """
-import time
-
 import numpy as np
 
 import lezero as lz
@@ -19,8 +17,8 @@ from lezero.data.datasets import ShapesSegmentation
 from lezero.nn.models import UNet
 from lezero.nn.models.unet import iou_per_class
 
-from _common import batches, check_args, fit, make_parser, mean, write_summary
-from _zoo import one_cycle, progress, train_step
+from _common import batches, check_args, mean, write_summary
+from _zoo import one_cycle, progress, shapes_parser, timed_fit, train_step
 
 
 def predict_masks(model, x, batch_size=64):
@@ -35,11 +33,9 @@ def predict_masks(model, x, batch_size=64):
 
 
 def main():
-    p = make_parser("unet", __doc__, epochs=8, batch_size=16, lr=3e-3)
-    p.add_argument("--image-size", type=int, default=64, help="a multiple of 16")
+    p = shapes_parser("unet", __doc__, epochs=8, batch_size=16, lr=3e-3, train_images=1500,
+                      test_images=300)
     p.add_argument("--base-channels", type=int, default=16, help="64 in the paper")
-    p.add_argument("--train-images", type=int, default=1500)
-    p.add_argument("--test-images", type=int, default=300)
     args = check_args(p, p.parse_args())
     lz.manual_seed(args.seed)
     n_train = 3 * args.batch_size if args.smoke else args.train_images
@@ -68,10 +64,7 @@ def main():
         return {"shape_mIoU": float(np.nanmean(ious[1:])),
                 **{f"IoU_{c}": float(v) for c, v in zip(train.classes, ious)}}
 
-    t0 = time.perf_counter()
-    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-                  {"scheduler": sched})
-    seconds = time.perf_counter() - t0
+    history, seconds = timed_fit(args, model, opt, train_epoch, evaluate, {"scheduler": sched})
     final = history[-1]
     print(f"mean IoU of the shape classes on {len(test)} new images: "
           f"{final['shape_mIoU']:.3f} (" + ", ".join(f"{c} {final[f'IoU_{c}']:.3f}"

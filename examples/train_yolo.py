@@ -10,7 +10,6 @@ horizontal flips and an exponential moving average of the weights (evaluated and
     python examples/train_yolo.py --image-size 96 --epochs 30
 """
 import os
-import time
 
 import numpy as np
 
@@ -21,8 +20,8 @@ from lezero.nn.models import yolov5n
 from lezero.nn.models.detection_metrics import mean_average_precision
 from lezero.nn.models.yolo_loss import YOLOLoss, kmeans_anchors, targets_to_array
 
-from _common import batches, check_args, fit, make_parser, mean, smoke_limit, write_summary
-from _zoo import EMA, one_cycle, progress, train_step
+from _common import batches, check_args, mean, smoke_limit, write_summary
+from _zoo import EMA, one_cycle, progress, shapes_parser, timed_fit, train_step
 
 
 def flip(images, boxes, rng):
@@ -46,10 +45,8 @@ def evaluate_map(model, images, boxes, labels, batch_size=64):
 
 
 def main():
-    p = make_parser("yolo", __doc__, epochs=10, batch_size=32, lr=2e-3)
-    p.add_argument("--image-size", type=int, default=64, help="image side in pixels")
-    p.add_argument("--train-images", type=int, default=2000)
-    p.add_argument("--test-images", type=int, default=500)
+    p = shapes_parser("yolo", __doc__, epochs=10, batch_size=32, lr=2e-3, train_images=2000,
+                      test_images=500)
     args = check_args(p, p.parse_args())
     lz.manual_seed(args.seed)
     n_train = 3 * args.batch_size if args.smoke else args.train_images
@@ -90,10 +87,8 @@ def main():
         ema.swap()
         return {"mAP@0.5": value, **{f"AP_{c}": ap for c, ap in zip(SHAPE_CLASSES, per_class)}}
 
-    t0 = time.perf_counter()
-    history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,
-                  {"scheduler": sched, "ema": ema})
-    seconds = time.perf_counter() - t0
+    history, seconds = timed_fit(args, model, opt, train_epoch, evaluate,
+                                 {"scheduler": sched, "ema": ema})
     ema.swap()                                   # keep the averaged weights
     model.save(os.path.join(args.out, "model.npz"))
     final = history[-1]

@@ -85,5 +85,6 @@ def test_errors_name_the_function_and_argument():
         stft(np.zeros(100, dtype=complex))
     with pytest.raises(ValueError, match="stft: the signal has 10 samples"):
         stft(np.zeros(10), 32, center=False)
-    with pytest.raises(ValueError, match=r"mel_filterbank: f_max must be in \(0.0, 4000.0\], got 5000"):
+    with pytest.raises(ValueError,
+                       match=r"mel_filterbank: f_max must be in \(0.0, 4000.0\], got 5000"):
         mel_filterbank(5, 0.0, 5000.0, 2, 8000)

@@ -2,8 +2,9 @@
 
 Each utterance says 1 to ``max_digits`` digits ("three one four") in one of several
 espeak-ng voices (accents and voice variants) at a random speed and pitch, resampled to
-16 kHz; the test split's 5 voices are not among the training split's 20.  The set is deterministic by ``seed``; the first use runs espeak-ng (about
-0.03 s per utterance) and writes ``spoken_digits/<split>-<n>-<max_digits>-<seed>-v<version>.npz`` under
+16 kHz; the test split's 5 voices are not among the training split's 20.  The set is
+deterministic by ``seed``; the first use runs espeak-ng (about 0.05 s per utterance) and
+writes ``spoken_digits/<split>-<n>-<max_digits>-<seed>-v<version>.npz`` under
 ``$LEZERO_DATA`` (default ``~/.cache/lezero/datasets``) atomically; later uses read it.
 
 espeak-ng is a system package (Debian/Ubuntu: ``apt-get install espeak-ng``); without it

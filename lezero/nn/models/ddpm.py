@@ -87,7 +87,8 @@ class DDPMUNet(nn.Module):
                              f"groups={groups}")
         emb_dim = 4 * c
         self.base_channels = c
-        self.time_mlp = nn.Sequential(nn.Linear(c, emb_dim), nn.SiLU(), nn.Linear(emb_dim, emb_dim))
+        self.time_mlp = nn.Sequential(nn.Linear(c, emb_dim), nn.SiLU(),
+                                      nn.Linear(emb_dim, emb_dim))
         self.inc = nn.Conv2d(in_channels, c, 3, padding=1)
         self.down, self.downsample = nn.ModuleList(), nn.ModuleList()
         skips, ch = [c], c

@@ -12,6 +12,8 @@ from lezero import nn
 from lezero.nn.models import DDPMUNet, GaussianDiffusion, get_model
 from lezero.nn.models.ddpm import timestep_embedding
 
+from tests.nn.models._helpers import assert_grads_close, torch_state
+
 tnn = torch.nn
 
 
@@ -148,7 +150,7 @@ def test_ddpm_unet_matches_the_twin():
     model = get_model("ddpm_unet", in_channels=1, base_channels=8, channel_mult=(1, 2),
                       groups=4)
     assert list(model.state_dict()) == list(ref.state_dict())
-    model.load_state_dict({k: v.numpy().copy() for k, v in ref.state_dict().items()})
+    model.load_state_dict(torch_state(ref))
     x = np.random.default_rng(0).standard_normal((3, 1, 8, 8)).astype(np.float32)
     t = np.array([0, 17, 999])
     y = model(x, t)
@@ -156,10 +158,8 @@ def test_ddpm_unet_matches_the_twin():
     np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-4, atol=1e-5)
     (y ** 2).sum().backward()
     (ty ** 2).sum().backward()
-    for name in ("time_mlp.0.weight", "down.1.emb.weight", "up.3.conv2.weight"):
-        got = dict(model.named_parameters())[name].grad.data
-        want = dict(ref.named_parameters())[name].grad.numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * np.abs(want).max())
+    assert_grads_close(model, ref, ("time_mlp.0.weight", "down.1.emb.weight",
+                                    "up.3.conv2.weight"), rel_atol=1e-4)
 
 
 def test_bad_arguments_are_named():

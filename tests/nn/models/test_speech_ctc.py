@@ -9,6 +9,8 @@ import lezero.functions as F
 from lezero.nn.models import SpeechCTC, get_model
 from lezero.nn.models.speech_ctc import edit_distance, error_rate, greedy_decode
 
+from tests.nn.models._helpers import assert_grads_close, torch_state
+
 tnn = torch.nn
 
 
@@ -36,7 +38,7 @@ def test_speech_ctc_matches_the_twin_with_ctc_gradients(rnn):
     model = get_model("speech_ctc", n_mels=8, num_classes=5, channels=12, hidden_size=10,
                       rnn=rnn, dropout=0.0)
     assert list(model.state_dict()) == list(ref.state_dict())
-    model.load_state_dict({k: v.numpy().copy() for k, v in ref.state_dict().items()})
+    model.load_state_dict(torch_state(ref))
     x = np.random.default_rng(0).standard_normal((3, 8, 37)).astype(np.float32)
     lengths = np.array([37, 30, 22])
     out_lengths = model.output_lengths(lengths)
@@ -52,10 +54,8 @@ def test_speech_ctc_matches_the_twin_with_ctc_gradients(rnn):
     assert loss.item() == pytest.approx(tloss.item(), rel=1e-4)
     loss.backward()
     tloss.backward()
-    for name in ("front.0.0.weight", "rnn.weight_hh_l0_reverse", "fc.weight"):
-        got = dict(model.named_parameters())[name].grad.data
-        want = dict(ref.named_parameters())[name].grad.numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * np.abs(want).max())
+    assert_grads_close(model, ref, ("front.0.0.weight", "rnn.weight_hh_l0_reverse",
+                                    "fc.weight"), rel_atol=1e-4)
     model.eval(), ref.eval()
     np.testing.assert_allclose(model(x).data, ref(torch.from_numpy(x)).detach().numpy(),
                                rtol=1e-4, atol=1e-5)

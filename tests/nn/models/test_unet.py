@@ -7,6 +7,8 @@ import torch
 from lezero.nn.models import UNet, get_model
 from lezero.nn.models.unet import iou_per_class, mean_iou
 
+from tests.nn.models._helpers import assert_grads_close, randomize_batchnorm_, torch_state
+
 tnn = torch.nn
 
 
@@ -72,15 +74,10 @@ class TUNet(tnn.Module):
 @pytest.mark.parametrize("bilinear,size", [(False, 32), (True, 24)])
 def test_unet_matches_the_twin(bilinear, size):
     torch.manual_seed(0)
-    ref = TUNet(3, 4, bilinear, 4)
-    for m in ref.modules():
-        if isinstance(m, tnn.BatchNorm2d):
-            with torch.no_grad():
-                m.running_mean.uniform_(-0.1, 0.1)
-                m.running_var.uniform_(0.8, 1.3)
+    ref = randomize_batchnorm_(TUNet(3, 4, bilinear, 4))
     model = get_model("unet", n_channels=3, n_classes=4, bilinear=bilinear, base_channels=4)
     assert list(model.state_dict()) == list(ref.state_dict())
-    model.load_state_dict({k: v.numpy().copy() for k, v in ref.state_dict().items()})
+    model.load_state_dict(torch_state(ref))
     x = np.random.default_rng(0).random((2, 3, size, size), dtype=np.float32)
     model.eval(), ref.eval()
     np.testing.assert_allclose(model(x).data, ref(torch.from_numpy(x)).detach().numpy(),
@@ -91,10 +88,8 @@ def test_unet_matches_the_twin(bilinear, size):
     (y * w).sum().backward()
     (ty * torch.from_numpy(w)).sum().backward()
     np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-4, atol=1e-4)
-    for name in ("inc.double_conv.0.weight", "up1.conv.double_conv.3.weight", "outc.conv.bias"):
-        got = dict(model.named_parameters())[name].grad.data
-        want = dict(ref.named_parameters())[name].grad.numpy()
-        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+    assert_grads_close(model, ref, ("inc.double_conv.0.weight", "up1.conv.double_conv.3.weight",
+                                    "outc.conv.bias"))
 
 
 def test_unet_paper_width_and_errors():

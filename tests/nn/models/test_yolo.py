@@ -12,6 +12,8 @@ from lezero.nn.models.yolo_loss import (YOLOLoss, build_targets, kmeans_anchors,
                                         targets_to_array)
 from lezero.testing.oracles import import_torchvision
 
+from tests.nn.models._helpers import assert_grads_close, randomize_batchnorm_, torch_state
+
 tnn = torch.nn
 ANCHORS = ((8, 8, 12, 10, 10, 14), (16, 16, 20, 14, 14, 22), (24, 24, 30, 20, 20, 30))
 
@@ -106,24 +108,13 @@ class TYOLOv5n(tnn.Module):
         return m[24]([p17, p20, p23])
 
 
-def randomize_bn_(model, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    for m in model.modules():
-        if isinstance(m, tnn.BatchNorm2d):
-            with torch.no_grad():
-                m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=g))
-                m.bias.copy_(0.2 * torch.randn(m.bias.shape, generator=g))
-                m.running_mean.copy_(0.1 * torch.randn(m.running_mean.shape, generator=g))
-                m.running_var.copy_(1 + 0.5 * torch.rand(m.running_var.shape, generator=g))
-
-
 @pytest.fixture(scope="module")
 def twins():
     torch.manual_seed(0)
     ref = TYOLOv5n(nc=3)
-    randomize_bn_(ref)
+    randomize_batchnorm_(ref)
     model = yolov5n(num_classes=3, anchors=ANCHORS, image_size=64)
-    state = {k: v.detach().numpy().copy() for k, v in ref.state_dict().items()}
+    state = torch_state(ref)
     state["model.24.anchors"] = model.state_dict()["model.24.anchors"]
     model.load_state_dict(state, strict=True)
     return model, ref
@@ -157,10 +148,8 @@ def test_forward_and_gradient_match_the_twin(twins, train):
     model.zero_grad()
     sum((o * w).sum() for o, w in zip(out, weights)).backward()
     sum((t * torch.from_numpy(w)).sum() for t, w in zip(tout, weights)).backward()
-    for name in ("model.0.conv.weight", "model.13.cv3.conv.weight", "model.24.m.1.bias"):
-        got = dict(model.named_parameters())[name].grad.data
-        want = dict(ref.named_parameters())[name].grad.numpy()
-        np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3 * np.abs(want).max())
+    assert_grads_close(model, ref, ("model.0.conv.weight", "model.13.cv3.conv.weight",
+                                    "model.24.m.1.bias"), rtol=2e-3, rel_atol=2e-3)
 
 
 def test_decode_puts_zero_logits_at_cell_centres_with_anchor_sizes():
