@@ -37,16 +37,16 @@ N_MELS = 40
 
 def load(args):
     """((train waves, labels), (test waves, labels), source name)."""
-    if not espeak_available():
-        if not args.smoke:
-            sys.exit("train_speech_ctc.py: espeak-ng is not installed; install it "
-                     "(Debian/Ubuntu: apt-get install espeak-ng) to synthesize the data")
+    if args.smoke and not espeak_available():
         print("espeak-ng is missing: the smoke run uses synthetic two-tone digits instead")
         return synthetic_digits(24, seed=0), synthetic_digits(8, seed=1), "synthetic tones"
     root = os.path.join(args.out, "data") if args.smoke else None   # smoke: no cache writes
     os.makedirs(args.out, exist_ok=True)
-    train = SpokenDigits(True, n=24 if args.smoke else args.train_size, root=root)
-    test = SpokenDigits(False, n=8 if args.smoke else args.test_size, root=root)
+    try:
+        train = SpokenDigits(True, n=24 if args.smoke else args.train_size, root=root)
+        test = SpokenDigits(False, n=8 if args.smoke else args.test_size, root=root)
+    except RuntimeError as e:            # no espeak-ng and nothing cached: say what to do
+        sys.exit(f"train_speech_ctc.py: {e}")
     return (train.waves, train.labels), (test.waves, test.labels), "espeak-ng digits"
 
 
