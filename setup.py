@@ -20,6 +20,7 @@ TEST_DEPS = [
     "httpx",
     "pydot",                # parses the DOT text of utils/graph.py in its tests
     "gymnasium",            # CartPole for the reinforcement-learning examples
+    "networkx",             # the karate club and stochastic block models of the GNN examples
     "nbclient",
     "nbformat",
     "ipykernel",

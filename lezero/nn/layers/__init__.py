@@ -13,6 +13,7 @@ from lezero.nn.layers.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, Conv
 from lezero.nn.layers.distance import CosineSimilarity, PairwiseDistance
 from lezero.nn.layers.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d
 from lezero.nn.layers.embedding import Embedding, EmbeddingBag
+from lezero.nn.layers.graph import GATConv, GCNConv
 from lezero.nn.layers.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from lezero.nn.layers.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
                                    CrossEntropyLoss, CTCLoss, GaussianNLLLoss,
@@ -91,4 +92,6 @@ __all__ = [
     "MixtureOfExperts",
     # torchvision.ops' building blocks
     "Conv2dNormActivation", "SqueezeExcitation", "StochasticDepth", "Permute", "LayerNorm2d",
+    # graphs
+    "GCNConv", "GATConv",
 ]

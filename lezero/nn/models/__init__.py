@@ -51,6 +51,18 @@ from lezero.nn.models.swin import SwinTransformer, swin_b, swin_s, swin_t
 from lezero.nn.models.vision_transformer import VisionTransformer, vit_b_16, vit_b_32, \
     vit_h_14, vit_l_16, vit_l_32
 
+# Detection, segmentation, speech, diffusion, graphs, reinforcement learning and
+# contrastive learning; each registers itself.
+from lezero.nn.models.a2c import ActorCritic
+from lezero.nn.models.ddpm import DDPMUNet, GaussianDiffusion
+from lezero.nn.models.dqn import QNetwork
+from lezero.nn.models.gat import GAT
+from lezero.nn.models.gcn import GCN
+from lezero.nn.models.simclr import SimCLR
+from lezero.nn.models.speech_ctc import SpeechCTC
+from lezero.nn.models.unet import UNet
+from lezero.nn.models.yolo import YOLOv5, yolov5n, yolov5s
+
 # The models that existed before the registry, by the names torchvision and their
 # references use; new model modules register themselves with @register_model.
 for _name, _builder in {
@@ -82,4 +94,6 @@ __all__ = ["MLP", "LeNet5", "VGG", "vgg11", "vgg11_bn", "vgg16", "vgg16_bn", "Re
            "efficientnet_v2_m", "efficientnet_v2_l", "ConvNeXt", "convnext_tiny",
            "convnext_small", "convnext_base", "convnext_large", "VisionTransformer",
            "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14", "SwinTransformer",
-           "swin_t", "swin_s", "swin_b"]
+           "swin_t", "swin_s", "swin_b",
+           "YOLOv5", "yolov5n", "yolov5s", "UNet", "SpeechCTC", "DDPMUNet",
+           "GaussianDiffusion", "GCN", "GAT", "QNetwork", "ActorCritic", "SimCLR"]
