@@ -42,16 +42,33 @@ def expected_grad(layer, name, dense_grad):
     return shard(dense_grad, spec, layer.comm.rank, layer.comm.size)
 
 
-def agree_close(actual, expected, rtol=1e-10, atol=1e-12, what=""):
-    """Assert ``actual`` ~ ``expected`` on every rank (the verdict is global)."""
+def excess(actual, expected, rtol):
+    """max(|actual - expected| - rtol |expected|) (inf for a shape mismatch)."""
     actual = np.asarray(actual, np.float64)
     expected = np.asarray(expected, np.float64)
     if actual.shape != expected.shape:
-        bad = np.inf
-    else:
-        bad = float(np.max(np.abs(actual - expected) - rtol * np.abs(expected), initial=0.0))
+        return np.inf
+    return float(np.max(np.abs(actual - expected) - rtol * np.abs(expected), initial=0.0))
+
+
+def agree_close(actual, expected, rtol=1e-10, atol=1e-12, what=""):
+    """Assert ``actual`` ~ ``expected`` on every rank (the verdict is global)."""
+    bad = excess(actual, expected, rtol)
     worst = world().allreduce(bad, "max")
     assert worst <= atol, f"{what}: worst excess error {worst:.3g} over the ranks (mine {bad:.3g})"
+
+
+def agree_all_close(named_pairs, rtol=1e-10, atol=1e-12, what=""):
+    """``agree_close`` over (name, actual, expected) triples that may differ in number
+    between ranks (a pipeline stage's parameters): one collective for all of them."""
+    worst_name, bad = "", 0.0
+    for name, actual, expected in named_pairs:
+        e = excess(actual, expected, rtol)
+        if e > bad:
+            worst_name, bad = name, e
+    worst = world().allreduce(bad, "max")
+    assert worst <= atol, (f"{what}: worst excess error {worst:.3g} over the ranks (mine "
+                           f"{bad:.3g} at {worst_name or '-'})")
 
 
 def agree(flag, what=""):

@@ -210,14 +210,19 @@ class Pipeline(Module):
     def step(self, inputs, targets=None, loss_fn=None, scaler=None):
         """One training step over ``inputs`` and ``targets`` (the whole batch, cut into
         ``micro_batches``; only the first stage reads ``inputs``, only the last
-        ``targets``): forward, backward, gradient reductions.  Returns the mean loss
+        ``targets``, but pass both on every rank so that every rank checks them):
+        forward, backward, gradient reductions.  Returns the mean loss
         (on every rank of the pipeline; averaged over ``dp_comm`` too)."""
         loss_fn = loss_fn or self.loss_fn
         if loss_fn is None:
             raise ValueError("Pipeline.step: no loss_fn (pass one here or to Pipeline)")
-        run = {"inputs": self._split("inputs", inputs) if self.holds(0) else None,
+        # Checked on every rank that is given them (not only where they are used), so a
+        # bad batch fails on all ranks before any message is sent.
+        last = self.n_stages - 1
+        run = {"inputs": (self._split("inputs", inputs)
+                          if inputs is not None or self.holds(0) else None),
                "targets": (self._split("targets", targets)
-                           if self.holds(self.n_stages - 1) else None),
+                           if targets is not None or self.holds(last) else None),
                "loss_fn": loss_fn, "scaler": scaler, "held": {}, "losses": []}
         self.events = []
         for op in self.schedule.ops_of(self.comm.rank):
