@@ -168,3 +168,33 @@ def test_a_schedule_that_does_not_fit_is_refused():
                                                              np.zeros(6, np.int64),
                                                              F.cross_entropy)
     lz.manual_seed(0)
+
+
+def test_autocast_and_grad_scaler_across_stages():
+    amp = pytest.importorskip("lezero.amp", reason="lezero.amp is not merged yet")
+    comm = world()
+    ref, model = seeded(mlp), seeded(mlp)                     # float32
+    pipe = parallel.Pipeline(model, comm, micro_batches=2, schedule="1f1b")
+    opt_ref = optim.SGD(ref.parameters(), lr=0.5)
+    opt = optim.SGD(pipe.parameters(), lr=0.5)
+    scaler_ref, scaler = amp.GradScaler(init_scale=256.0), amp.GradScaler(init_scale=256.0)
+    for step in range(2):
+        x, t = batch(step)
+        x = x.astype(np.float32)
+        opt_ref.zero_grad()
+        with amp.autocast():
+            loss = F.cross_entropy(ref(x), t)
+        scaler_ref.scale(loss).backward()
+        scaler_ref.step(opt_ref)
+        scaler_ref.update()
+        opt.zero_grad()
+        with amp.autocast():
+            got = pipe.step(x, t, F.cross_entropy, scaler=scaler)
+        assert scaler.step(opt).stepped
+        scaler.update()
+        agree_close(got, float(loss.data), rtol=2e-3, atol=1e-3, what="float16 loss")
+    names = dict(ref.named_parameters())
+    agree_all_close([(n, p.data, names[n].data) for n, p in pipe.named_model_parameters()],
+                    rtol=1e-2, atol=2e-3, what="parameters after 2 mixed-precision steps")
+    sent = {o.label() for o, _, _ in pipe.events}
+    agree(len(sent) == 4, "the schedule ran")

@@ -231,6 +231,10 @@ class Pipeline(Module):
             (self._forward_op if op.action == "F" else self._backward_op)(op, v, run)
             self.events.append((op, start, time.perf_counter()))
         self.link.flush()
+        if scaler is not None and not self.holds(last):
+            # This rank's gradients came from the last stage's scaled loss: tell its
+            # scaler (public API: scale() notes that this step was scaled).
+            scaler.scale(Variable(np.zeros((), np.float32)))
         self._reduce_gradients(scaler)
         return self._mean_loss(run["losses"])
 
