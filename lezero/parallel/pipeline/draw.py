@@ -18,8 +18,10 @@ def timeline_text(result, quantum=None, max_columns=200):
     labels = {o: o.label(s.chunks) for o in result.times}
     width = max(len(t) for t in labels.values()) + 1
     lines = [result.summary()]
+    if result.measured or quantum is not None:
+        lines.append(f"(one column = {_duration(q) if result.measured else format(q, 'g')})")
     axis = "".join(f"{i:<{width}d}" if i % 5 == 0 else " " * width for i in range(columns))
-    lines.append(f"{'step' if quantum is None and q == 1 else 't/' + format(q, '.3g'):>7} |"
+    lines.append(f"{'step' if not result.measured and q == 1 else 'column':>7} |"
                  + axis.rstrip())
     for r in range(s.ranks):
         cells = ["." + " " * (width - 1)] * columns
@@ -30,6 +32,12 @@ def timeline_text(result, quantum=None, max_columns=200):
                 cells[c] = f"{labels[o]:<{width}}"
         lines.append(f"rank {r:>2} |" + "".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def _duration(seconds):
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
 
 
 _COLORS = {"F": ("#4C72B0", "#8FB0E0", "#2A4A80", "#B8CCEE"),

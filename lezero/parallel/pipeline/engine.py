@@ -95,7 +95,8 @@ class Pipeline(Module):
         self.dp_comm = None if dp_comm is None else resolve(dp_comm, where)
         self._tied = self._setup_tied(tied or [])
         self.link = transport.StageLink(comm)
-        self.events = []           # (op, start, end) of the last step, perf_counter seconds
+        self.events = []           # (op, start, end) of the last step, perf_counter seconds:
+        #                            start is when the op's input had arrived
 
     # ----- ownership ------------------------------------------------------------------
     def owner(self, stage):
@@ -176,6 +177,7 @@ class Pipeline(Module):
                                  transport.tag(op.micro_batch, v - 1, V, transport.ACTIVATION),
                                  self._xp(v))
             x = Variable(arr)
+        run["received"] = time.perf_counter()
         with accounting.scope(f"pipeline stage {v}"):
             y = self._call(v, x)
         if v == last:
@@ -191,6 +193,7 @@ class Pipeline(Module):
     def _backward_op(self, op, v, run):
         V = self.n_stages
         x, y = run["held"].pop((op.micro_batch, v))
+        run["received"] = time.perf_counter()
         if v == V - 1:
             loss = y * (1.0 / self.micro_batches)
             if run["scaler"] is not None:
@@ -200,6 +203,7 @@ class Pipeline(Module):
             g = self.link.recv(self.owner(v + 1),
                                transport.tag(op.micro_batch, v + 1, V, transport.GRADIENT),
                                self._xp(v))
+            run["received"] = time.perf_counter()
             y.backward(grad=g)
         if v > 0:
             gx = x.grad.data if x.grad is not None else x.data * 0
@@ -227,9 +231,9 @@ class Pipeline(Module):
         self.events = []
         for op in self.schedule.ops_of(self.comm.rank):
             v = self.schedule.stage_of(op)
-            start = time.perf_counter()
             (self._forward_op if op.action == "F" else self._backward_op)(op, v, run)
-            self.events.append((op, start, time.perf_counter()))
+            # an op's time starts when its input has arrived: waiting is bubble
+            self.events.append((op, run["received"], time.perf_counter()))
         self.link.flush()
         if scaler is not None and not self.holds(last):
             # This rank's gradients came from the last stage's scaled loss: tell its
