@@ -42,7 +42,7 @@ from lezero.parallel.collectives import (AllGather, AllReduce, Broadcast,
 from lezero.parallel.comm import Communicator
 from lezero.parallel.data_parallel import DataParallel
 from lezero.parallel.grads import agree_on_nonfinite, allreduce_gradients
-from lezero.parallel.grid import Coord, Grid, current_grid, set_grid
+from lezero.parallel.grid import Coord, Grid, GridLayout, current_grid, set_grid
 from lezero.parallel.grid_gpt import GridGPT
 from lezero.parallel.pipeline import (Op, Pipeline, Schedule, ScheduleError, SimResult,
                                       bubble_theory, check_schedule, gpipe,
@@ -84,4 +84,4 @@ __all__ = ["init", "get_world", "is_initialized", "get_rank", "get_world_size",
            "agree_on_nonfinite", "Pipeline", "Op", "Schedule", "ScheduleError", "SimResult",
            "gpipe", "one_f_one_b", "interleaved_one_f_one_b", "make_schedule",
            "bubble_theory", "simulate", "check_schedule", "timeline_text", "plot_timeline",
-           "split_sequential", "Grid", "Coord", "current_grid", "set_grid", "GridGPT"]
+           "split_sequential", "Grid", "GridLayout", "Coord", "current_grid", "set_grid", "GridGPT"]

@@ -17,7 +17,8 @@ sub-communicator per dimension with ``comm.split``:
 Building a Grid makes it the *current* grid (as Megatron's ``initialize_model_parallel``
 does), so tensor-parallel layers and pipelines created with ``comm=None`` use its groups;
 ``with grid:`` makes a grid current for a block and restores the previous one after.
-``layout()`` prints who is where.
+``layout()`` prints who is where; ``GridLayout(dp, tp, pp)`` is the same arithmetic without
+communicators (to plan or draw a grid from one process).
 """
 from typing import NamedTuple
 
@@ -46,30 +47,15 @@ def set_grid(grid):
     return previous
 
 
-class Grid:
-    """``dp x tp x pp`` ranks of ``comm`` (default: the world); see the module docstring.
+class GridLayout:
+    """The arithmetic of a ``dp x tp x pp`` grid, without any communicator: coordinates,
+    groups and the printed layout (for planning a run, or drawing one)."""
 
-    ``coord`` is this rank's ``Coord(dp, tp, pp)``; ``tp_comm``, ``dp_comm``, ``pp_comm``
-    its groups (collective to build: every rank of ``comm`` constructs the same Grid).
-    """
-
-    def __init__(self, dp, tp, pp, comm=None):
-        where = "Grid"
+    def __init__(self, dp, tp, pp):
+        where = type(self).__name__
         self.dp, self.tp, self.pp = (check_int(where, n, v, 1)
                                      for n, v in (("dp", dp), ("tp", tp), ("pp", pp)))
-        from lezero.parallel.world import resolve
-        self.comm = resolve(comm, where)
-        if self.size != self.comm.size:
-            raise ValueError(f"Grid: dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
-                             f"{self.size} ranks, but the communicator has {self.comm.size}")
-        self.rank = self.comm.rank
-        self.coord = self.coords(self.rank)
-        d, t, p = self.coord
-        base = self.comm.name
-        self.tp_comm = self.comm.split(d + self.dp * p, key=t, name=f"{base}/tp[dp={d},pp={p}]")
-        self.dp_comm = self.comm.split(t + self.tp * p, key=d, name=f"{base}/dp[tp={t},pp={p}]")
-        self.pp_comm = self.comm.split(t + self.tp * d, key=p, name=f"{base}/pp[dp={d},tp={t}]")
-        self._previous = set_grid(self)
+        self.rank = None
 
     @property
     def size(self):
@@ -114,9 +100,37 @@ class Grid:
         for dim, title in (("tp", "tensor"), ("dp", "data"), ("pp", "pipeline")):
             groups = " ".join(str(g) for g in self.groups(dim))
             lines.append(f"{title + ' groups:':<17}{groups}")
-        c = self.coord
-        lines.append(f"this rank: {self.rank} = (dp={c.dp}, tp={c.tp}, pp={c.pp})")
+        if self.rank is not None:
+            c = self.coords(self.rank)
+            lines.append(f"this rank: {self.rank} = (dp={c.dp}, tp={c.tp}, pp={c.pp})")
         return "\n".join(lines)
+
+    def __repr__(self):
+        return f"<GridLayout dp={self.dp} tp={self.tp} pp={self.pp}: {self.size} ranks>"
+
+
+class Grid(GridLayout):
+    """``dp x tp x pp`` ranks of ``comm`` (default: the world); see the module docstring.
+
+    ``coord`` is this rank's ``Coord(dp, tp, pp)``; ``tp_comm``, ``dp_comm``, ``pp_comm``
+    its groups (collective to build: every rank of ``comm`` constructs the same Grid).
+    """
+
+    def __init__(self, dp, tp, pp, comm=None):
+        super().__init__(dp, tp, pp)
+        from lezero.parallel.world import resolve
+        self.comm = resolve(comm, "Grid")
+        if self.size != self.comm.size:
+            raise ValueError(f"Grid: dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
+                             f"{self.size} ranks, but the communicator has {self.comm.size}")
+        self.rank = self.comm.rank
+        self.coord = self.coords(self.rank)
+        d, t, p = self.coord
+        base = self.comm.name
+        self.tp_comm = self.comm.split(d + self.dp * p, key=t, name=f"{base}/tp[dp={d},pp={p}]")
+        self.dp_comm = self.comm.split(t + self.tp * p, key=d, name=f"{base}/dp[tp={t},pp={p}]")
+        self.pp_comm = self.comm.split(t + self.tp * d, key=p, name=f"{base}/pp[dp={d},tp={t}]")
+        set_grid(self)
 
     def __enter__(self):
         self._entered = set_grid(self)
@@ -130,3 +144,4 @@ class Grid:
         c = self.coord
         return (f"<Grid dp={self.dp} tp={self.tp} pp={self.pp}: rank {self.rank} at "
                 f"(dp={c.dp}, tp={c.tp}, pp={c.pp})>")
+

@@ -100,3 +100,10 @@ def test_grid_errors():
         g.coords(8)
     with pytest.raises(ValueError, match="dim must be one of"):
         g.groups("ep")
+
+
+def test_grid_layout_needs_no_communicator():
+    plan = parallel.GridLayout(2, 8, 4)
+    assert plan.size == 64 and plan.coords(63) == (1, 7, 3)
+    assert plan.groups("tp")[0] == list(range(8))
+    assert "this rank" not in plan.layout() and repr(plan).startswith("<GridLayout dp=2")
