@@ -13,7 +13,8 @@ during backward; it inherits its forward partner's scope and is recorded as "bac
 Nothing is recorded, and nothing costs more than one list check, while no accounting is
 active.
 
-Bytes: ``payload`` is the size of the array handed to the collective on this rank;
+Time: each collective's wall time on this rank (waiting for the slowest rank included)
+while accounting is active.  Bytes: ``payload`` is the size of the array handed to the collective on this rank;
 ``wire`` is what one rank sends under the bandwidth-optimal (ring) algorithms:
 all-reduce ``2 (p-1)/p n``, all-gather ``(p-1) n_in``, reduce-scatter ``(p-1)/p n``,
 broadcast ``n``, send ``n`` -- the figure the alpha-beta cost model multiplies by beta.
@@ -59,14 +60,16 @@ def active():
     return bool(_active)
 
 
-def record(scope_name, phase, op, comm, payload):
-    """Count one ``op`` of ``payload`` bytes on ``comm`` in ``phase``."""
+def record(scope_name, phase, op, comm, payload, seconds=0.0):
+    """Count one ``op`` of ``payload`` bytes on ``comm`` in ``phase`` that took
+    ``seconds`` (waiting for the slowest rank included)."""
     if not _active:
         return
     size = comm.size if comm is not None else 1
     wire = wire_bytes(op, int(payload), size)
     for acc in _active:
-        acc._add(scope_name, phase, op, getattr(comm, "name", "?"), size, int(payload), wire)
+        acc._add(scope_name, phase, op, getattr(comm, "name", "?"), size, int(payload), wire,
+                 seconds)
 
 
 class CommAccounting:
@@ -84,14 +87,15 @@ class CommAccounting:
                                            else [model])
         self._models = models
         self._handles = []
-        self.rows = OrderedDict()       # (scope, phase, op, comm) -> [count, payload, wire]
+        self.rows = OrderedDict()   # (scope, phase, op, comm) -> [count, payload, wire, s]
 
-    def _add(self, scope_name, phase, op, comm_name, size, payload, wire):
+    def _add(self, scope_name, phase, op, comm_name, size, payload, wire, seconds):
         key = (scope_name, phase, op, f"{comm_name} ({size})")
-        row = self.rows.setdefault(key, [0, 0, 0])
+        row = self.rows.setdefault(key, [0, 0, 0, 0.0])
         row[0] += 1
         row[1] += payload
         row[2] += wire
+        row[3] += seconds
 
     def __enter__(self):
         for model in self._models:
@@ -112,33 +116,35 @@ class CommAccounting:
         return False
 
     def per_layer(self):
-        """A list of dicts: scope, phase, op, comm, count, payload and wire bytes per step."""
+        """A list of dicts: layer, phase, op, comm, and per step: count, payload and wire
+        bytes, seconds."""
         out = []
-        for (scope_name, phase, op, comm), (count, payload, wire) in self.rows.items():
+        for (scope_name, phase, op, comm), (count, payload, wire, sec) in self.rows.items():
             out.append({"layer": scope_name, "phase": phase, "op": op, "comm": comm,
                         "count": count / self.steps, "payload_bytes": payload / self.steps,
-                        "wire_bytes": wire / self.steps})
+                        "wire_bytes": wire / self.steps, "seconds": sec / self.steps})
         return out
 
     def totals(self):
-        """{"count", "payload_bytes", "wire_bytes"} per step, over every layer."""
+        """{"count", "payload_bytes", "wire_bytes", "seconds"} per step, over every layer."""
         rows = self.per_layer()
-        return {k: sum(r[k] for r in rows) for k in ("count", "payload_bytes", "wire_bytes")}
+        return {k: sum(r[k] for r in rows)
+                for k in ("count", "payload_bytes", "wire_bytes", "seconds")}
 
     def table(self):
         """A text table, one line per (layer, phase, op)."""
         from lezero.parallel.wire import nbytes_text
-        lines = [f"{'layer':<34}{'phase':<9}{'op':<15}{'comm':<18}{'count':>6}"
-                 f"{'payload':>11}{'sent':>11}"]
+        lines = [f"{'layer':<34}{'phase':<9}{'op':<10}{'comm':<14}{'count':>6}"
+                 f"{'payload':>11}{'sent':>11}{'ms':>8}"]
         for r in self.per_layer():
-            lines.append(f"{r['layer'][:33]:<34}{r['phase']:<9}{r['op']:<15}"
-                         f"{r['comm'][:17]:<18}{r['count']:>6g}"
+            lines.append(f"{r['layer'][:33]:<34}{r['phase']:<9}{r['op'][:9]:<10}"
+                         f"{r['comm'][:13]:<14}{r['count']:>6g}"
                          f"{nbytes_text(int(r['payload_bytes'])):>11}"
-                         f"{nbytes_text(int(r['wire_bytes'])):>11}")
+                         f"{nbytes_text(int(r['wire_bytes'])):>11}{r['seconds'] * 1e3:>8.2f}")
         t = self.totals()
-        lines.append(f"{'total per step':<76}{t['count']:>6g}"
+        lines.append(f"{'total per step':<67}{t['count']:>6g}"
                      f"{nbytes_text(int(t['payload_bytes'])):>11}"
-                     f"{nbytes_text(int(t['wire_bytes'])):>11}")
+                     f"{nbytes_text(int(t['wire_bytes'])):>11}{t['seconds'] * 1e3:>8.2f}")
         return "\n".join(lines)
 
 

@@ -24,6 +24,8 @@ outputs must receive a gradient on all ranks or on none (else a backward collect
 on some ranks only and waits for the others).  Each is a visible Function class, so it
 shows by name in ``lz.utils.get_dot_graph``.
 """
+import time
+
 from lezero.core import Function, Variable, as_variable
 from lezero.parallel import accounting
 from lezero.utils.checks import check_choice, check_int
@@ -45,9 +47,15 @@ class _Collective(Function):
         self.phase = phase
         self.__dict__.update(options)
 
-    def _count(self, op, x):
-        if accounting._active:
-            accounting.record(self.scope, self.phase, op, self.comm, x.nbytes)
+    def _timed(self, op, x, run):
+        """``run()`` (the collective), counted and timed while accounting is active."""
+        if not accounting._active:
+            return run()
+        start = time.perf_counter()
+        y = run()
+        accounting.record(self.scope, self.phase, op, self.comm, x.nbytes,
+                          time.perf_counter() - start)
+        return y
 
     def _partner(self, cls, **options):
         """The Function of ``cls`` a backward runs, labelled with this one's scope."""
@@ -70,8 +78,7 @@ class AllReduce(_Collective):
     """Sum (or mean) over ranks; its backward is the same all-reduce of the gradients."""
 
     def forward(self, x):
-        self._count("allreduce", x)
-        return self.comm.allreduce(x, self.op)
+        return self._timed("allreduce", x, lambda: self.comm.allreduce(x, self.op))
 
     def backward(self, gy):
         return self._partner(AllReduce, op=self.op)(gy)
@@ -81,8 +88,7 @@ class AllGather(_Collective):
     """Concatenate every rank's ``x`` along ``axis`` (stack them when axis is None)."""
 
     def forward(self, x):
-        self._count("allgather", x)
-        return self.comm.allgather(x, self.axis)
+        return self._timed("allgather", x, lambda: self.comm.allgather(x, self.axis))
 
     def backward(self, gy):
         if self.axis is None:
@@ -94,8 +100,8 @@ class ReduceScatter(_Collective):
     """Sum over ranks and keep this rank's chunk along ``axis``."""
 
     def forward(self, x):
-        self._count("reduce_scatter", x)
-        return self.comm.reduce_scatter(x, "sum", self.axis)
+        return self._timed("reduce_scatter", x,
+                           lambda: self.comm.reduce_scatter(x, "sum", self.axis))
 
     def backward(self, gy):
         return self._partner(AllGather, axis=self.axis)(gy)
@@ -105,8 +111,8 @@ class Broadcast(_Collective):
     """Root's ``x`` on every rank; the gradient is summed onto root (zeros elsewhere)."""
 
     def forward(self, x):
-        self._count("bcast", x)
-        return self.comm.bcast(x.copy(), self.root)     # bcast writes in place
+        return self._timed("bcast", x,                   # bcast writes in place
+                           lambda: self.comm.bcast(x.copy(), self.root))
 
     def backward(self, gy):
         g = self._partner(AllReduce, op="sum")(gy)
@@ -127,8 +133,7 @@ class ReduceFromParallelRegion(_Collective):
     """All-reduce forward, identity backward (Megatron's ``g``)."""
 
     def forward(self, x):
-        self._count("allreduce", x)
-        return self.comm.allreduce(x, "sum")
+        return self._timed("allreduce", x, lambda: self.comm.allreduce(x, "sum"))
 
     def backward(self, gy):
         return self._partner(CopyToParallelRegion)(gy)
@@ -148,8 +153,7 @@ class GatherFromParallelRegion(_Collective):
     """All-gather along ``axis`` forward; keep this rank's chunk backward."""
 
     def forward(self, x):
-        self._count("allgather", x)
-        return self.comm.allgather(x, self.axis)
+        return self._timed("allgather", x, lambda: self.comm.allgather(x, self.axis))
 
     def backward(self, gy):
         return self._partner(ScatterToParallelRegion, axis=self.axis)(gy)
