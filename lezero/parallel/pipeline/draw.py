@@ -62,6 +62,11 @@ def plot_timeline(result, path=None, ax=None, title=None):
         if e - b > 0.015 * result.makespan:
             ax.text((b + e) / 2, o.rank, str(o.micro_batch), ha="center", va="center",
                     fontsize=7, color="white" if o.chunk % 2 == 0 else "black")
+    from matplotlib.patches import Patch
+    handles = [Patch(color=_COLORS[a][c % 4], label=f"{name}" + (f" chunk {c}"
+                                                                  if s.chunks > 1 else ""))
+               for a, name in (("F", "forward"), ("B", "backward")) for c in range(s.chunks)]
+    ax.legend(handles=handles, fontsize=6, loc="upper right", ncol=2 * s.chunks)
     ax.set_yticks(range(s.ranks))
     ax.set_yticklabels([f"rank {r}" for r in range(s.ranks)])
     ax.invert_yaxis()
