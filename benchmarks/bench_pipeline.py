@@ -16,11 +16,8 @@ stage's forward + backward (rank 0, the compute a pipeline step is made of).
 
 Results go to benchmarks/results/bench_pipeline_<p>.json; docs/parallel.md reads them.
 """
-import argparse
 import datetime
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -28,20 +25,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "NUMBA_NUM_THREADS": "1"}
 
 import numpy as np  # noqa: E402
 
 WIDTH, ROWS = 1024, 32
 MICRO = (1, 2, 4, 8, 16)
-
-
-def relaunch(ranks):
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, PYTHONPATH=ROOT, **THREAD_ENV)
-    cmd = [mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__), *sys.argv[1:]]
-    return subprocess.run(cmd, env=env).returncode
 
 
 def stage(width):
@@ -197,34 +185,6 @@ def report(record):
               f"{s['ratio']:.2f} (one thread each)")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ranks", type=int, default=2, help="ranks to relaunch with")
-    ap.add_argument("--quick", action="store_true", help="fewer rounds and steps")
-    ap.add_argument("--out", default=None, help="results JSON (default results/...)")
-    ap.add_argument("--report", metavar="FILE", help="re-print a recorded run")
-    args = ap.parse_args()
-    if args.report:
-        with open(args.report) as f:
-            report(json.load(f))
-        return
-    from lezero import parallel
-    world = parallel.init(timeout=300)
-    record = measure(world, args.quick)
-    if world.rank != 0:
-        return
-    report(record)
-    from lezero.utils.files import atomic_write
-    out = args.out or os.path.join(HERE, "results", f"bench_pipeline_{world.size}.json")
-    atomic_write(out, json.dumps(record, indent=1))
-    print(f"wrote {out}")
-
-
 if __name__ == "__main__":
-    from lezero.parallel._mpi import launched_size
-    if launched_size() == 1 and "--report" not in sys.argv:
-        ranks = 2
-        if "--ranks" in sys.argv:
-            ranks = int(sys.argv[sys.argv.index("--ranks") + 1])
-        sys.exit(relaunch(ranks))
-    main()
+    from _mpi_bench import run
+    sys.exit(run(__file__, __doc__, measure, report, "bench_pipeline", [2]))

@@ -21,11 +21,8 @@ tokens), in alternating rounds:
 
 Results: benchmarks/results/bench_tensor_parallel_<p>.json; docs/parallel.md reads them.
 """
-import argparse
 import datetime
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -33,21 +30,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "NUMBA_NUM_THREADS": "1"}
 
 import numpy as np  # noqa: E402
 
+from bench_ddp import timed  # noqa: E402  (rank 0's seconds per step)
+
 VOCAB, BLOCK, LAYERS, HEADS, D_MODEL, BATCH = 256, 64, 2, 8, 256, 8
-
-
-def relaunch(ranks):
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, PYTHONPATH=ROOT, **THREAD_ENV)
-    rest = [a for i, a in enumerate(sys.argv[1:])
-            if a != "--ranks" and (i == 0 or sys.argv[i] != "--ranks")]
-    cmd = [mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__), *rest]
-    return subprocess.run(cmd, env=env).returncode
 
 
 def config():
@@ -67,19 +55,6 @@ def make_step(model, opt, x, y):
         model.loss(x, y).backward()
         opt.step()
     return step
-
-
-def timed(world, step, steps, alone):
-    times = []
-    for _ in range(steps):
-        world.barrier()
-        if alone and world.rank != 0:
-            continue
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    world.barrier()
-    return times
 
 
 def concurrent_run(world, steps):
@@ -222,34 +197,6 @@ def analyse(record):
     return record
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=None)
-    ap.add_argument("--report", metavar="FILE")
-    args = ap.parse_args()
-    if args.report:
-        with open(args.report) as f:
-            analyse(json.load(f))
-        return
-    from lezero import parallel
-    world = parallel.init(timeout=300)
-    record = measure(world, args.quick)
-    if world.rank != 0:
-        return
-    record = analyse(record)
-    from lezero.utils.files import atomic_write
-    out = args.out or os.path.join(HERE, "results",
-                                   f"bench_tensor_parallel_{world.size}.json")
-    atomic_write(out, json.dumps(record, indent=1))
-    print(f"wrote {out}\n")
-
-
 if __name__ == "__main__":
-    from lezero.parallel._mpi import launched_size
-    if launched_size() == 1 and "--report" not in sys.argv:
-        ranks = [2, 4]
-        if "--ranks" in sys.argv:
-            ranks = [int(sys.argv[sys.argv.index("--ranks") + 1])]
-        sys.exit(max(relaunch(r) for r in ranks))
-    main()
+    from _mpi_bench import run
+    sys.exit(run(__file__, __doc__, measure, analyse, "bench_tensor_parallel", [2, 4]))

@@ -13,8 +13,8 @@ during backward; it inherits its forward partner's scope and is recorded as "bac
 Nothing is recorded, and nothing costs more than one list check, while no accounting is
 active.
 
-Time: each collective's wall time on this rank (waiting for the slowest rank included)
-while accounting is active.  Bytes: ``payload`` is the size of the array handed to the collective on this rank;
+Time: each collective's wall time on this rank (waiting for the slowest rank included).
+Bytes: ``payload`` is the size of the array handed to the collective on this rank;
 ``wire`` is what one rank sends under the bandwidth-optimal (ring) algorithms:
 all-reduce ``2 (p-1)/p n``, all-gather ``(p-1) n_in``, reduce-scatter ``(p-1)/p n``,
 broadcast ``n``, send ``n`` -- the figure the alpha-beta cost model multiplies by beta.

@@ -48,7 +48,8 @@ def _describe(op, ranks, stages, chunks):
     if action == "F" and op.action == "B":
         return what, f"its own forward F{mb} of stage {stage}"
     kind = "activation" if op.action == "F" else "gradient"
-    return what, f"the {kind} of micro-batch {mb} from rank {owner} (its {action}{mb} of stage {stage})"
+    return what, (f"the {kind} of micro-batch {mb} from rank {owner} (its {action}{mb} of "
+                  f"stage {stage})")
 
 
 def _structure(schedule):

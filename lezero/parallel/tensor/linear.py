@@ -41,6 +41,14 @@ def _dense_linear(in_features, out_features, bias):
     return nn.Linear(in_features, out_features, bias=bias)
 
 
+def _sizes(layer, in_features, out_features, bias, flag, value):
+    """Check and set the features; returns (bias, the checked bool ``flag``)."""
+    where = type(layer).__name__
+    layer.in_features = check_int(where, "in_features", in_features, 1)
+    layer.out_features = check_int(where, "out_features", out_features, 1)
+    return check_bool(where, "bias", bias), check_bool(where, flag, value)
+
+
 def _check_features(where, x, expected, what):
     if x.shape[-1] != expected:
         raise ValueError(f"{where}: expected input with {expected} features in the last dim "
@@ -60,10 +68,8 @@ class ColumnParallelLinear(Module):
                  stride=1):
         super().__init__()
         where = type(self).__name__
-        self.in_features = check_int(where, "in_features", in_features, 1)
-        self.out_features = check_int(where, "out_features", out_features, 1)
-        bias = check_bool(where, "bias", bias)
-        self.gather_output = check_bool(where, "gather_output", gather_output)
+        bias, self.gather_output = _sizes(self, in_features, out_features, bias,
+                                          "gather_output", gather_output)
         self.stride = check_int(where, "stride", stride, 1)
         self.comm = tp_comm(comm, where)
         spec = make_spec(where, 0, self.out_features, self.comm.size, self.stride, pad=True)
@@ -118,10 +124,8 @@ class RowParallelLinear(Module):
                  input_is_parallel=True):
         super().__init__()
         where = type(self).__name__
-        self.in_features = check_int(where, "in_features", in_features, 1)
-        self.out_features = check_int(where, "out_features", out_features, 1)
-        bias = check_bool(where, "bias", bias)
-        self.input_is_parallel = check_bool(where, "input_is_parallel", input_is_parallel)
+        bias, self.input_is_parallel = _sizes(self, in_features, out_features, bias,
+                                              "input_is_parallel", input_is_parallel)
         self.comm = tp_comm(comm, where)
         spec = make_spec(where, 1, self.in_features, self.comm.size)
         self.tp_shard_specs = {"weight": spec}
