@@ -169,3 +169,17 @@ def test_sequential_cut_balances_parameters():
     assert [list(s._modules) for s in parallel.split_sequential(seq, 5)] == [
         ["0"], ["1"], ["2"], ["3"], ["4"]]
     assert sorted(k for s in stages for k in s.state_dict()) == sorted(seq.state_dict())
+
+
+@pytest.mark.gpu
+def test_parallel_gpt_on_the_gpu_equals_numpy(comm):
+    import cupy
+    lz.manual_seed(0)
+    par = parallel.ParallelGPT(CFG, comm)
+    idx = np.random.default_rng(5).integers(0, 11, (2, 8))
+    cpu = par.loss(idx, idx).item()
+    par.to_gpu()
+    gpu = par.loss(cupy.asarray(idx), cupy.asarray(idx))
+    gpu.backward()
+    assert abs(float(gpu.item()) - cpu) < 1e-4
+    assert isinstance(par.lm_head.weight.grad.data, cupy.ndarray)
