@@ -15,8 +15,21 @@
   wait past ``timeout`` prints a stall report (``failure.py``, ``stall.py``);
 * ``save_checkpoint`` / ``load_checkpoint`` for data-parallel runs.
 
+Parallel II (``tensor/``, ``pipeline/``, ``grid.py``):
+
+* tensor parallelism: ``ColumnParallelLinear``, ``RowParallelLinear``,
+  ``VocabParallelEmbedding``, ``vocab_parallel_cross_entropy``, the head-split
+  ``ParallelCausalSelfAttention``, ``ParallelMLP``, ``ParallelBlock``, ``ParallelGPT``;
+  dropout RNG per tensor rank; dense state dicts in and out; sharded checkpoints;
+* ``CommAccounting``: collectives, counts and bytes per layer and step;
+* pipeline parallelism: schedules as data (``Schedule``, ``gpipe``, ``one_f_one_b``,
+  ``interleaved_one_f_one_b``), ``simulate``, ``check_schedule``, ``timeline_text``,
+  ``plot_timeline``, and ``Pipeline``, which runs them over send/recv;
+* ``Grid(dp, tp, pp)``: the process grid and its sub-communicators.
+
 See docs/parallel.md.
 """
+from lezero.parallel.accounting import CommAccounting
 from lezero.parallel.checkpoint import load_checkpoint, save_checkpoint
 from lezero.parallel.collectives import (AllGather, AllReduce, Broadcast,
                                          CopyToParallelRegion, GatherFromParallelRegion,
@@ -28,8 +41,24 @@ from lezero.parallel.collectives import (AllGather, AllReduce, Broadcast,
                                          scatter_to_parallel_region)
 from lezero.parallel.comm import Communicator
 from lezero.parallel.data_parallel import DataParallel
+from lezero.parallel.grads import agree_on_nonfinite, allreduce_gradients
+from lezero.parallel.grid import Coord, Grid, GridLayout, current_grid, set_grid
+from lezero.parallel.grid_gpt import GridGPT
+from lezero.parallel.pipeline import (Op, Pipeline, Schedule, ScheduleError, SimResult,
+                                      bubble_theory, check_schedule, gpipe,
+                                      interleaved_one_f_one_b, make_schedule, one_f_one_b,
+                                      plot_timeline, simulate, split_sequential,
+                                      timeline_text)
 from lezero.parallel.requests import CollectiveTimeoutError, Request
 from lezero.parallel.sync_batchnorm import SyncBatchNorm, convert_sync_batchnorm
+from lezero.parallel.tensor import (ColumnParallelLinear, GPTStage, ParallelBlock,
+                                    ParallelCausalSelfAttention, ParallelGPT, ParallelMLP,
+                                    RowParallelLinear, ShardSpec, VocabParallelEmbedding,
+                                    consolidate_checkpoint, dense_state_dict,
+                                    load_dense_state_dict, load_sharded_checkpoint,
+                                    model_parallel_manual_seed, model_parallel_rng,
+                                    save_sharded_checkpoint, shard_state_dict,
+                                    vocab_parallel_cross_entropy)
 from lezero.parallel.timeline import Timeline
 from lezero.parallel.world import (get_rank, get_world, get_world_size, init,
                                    is_initialized)
@@ -44,4 +73,15 @@ __all__ = ["init", "get_world", "is_initialized", "get_rank", "get_world_size",
            "reduce_from_parallel_region", "scatter_to_parallel_region",
            "gather_from_parallel_region", "AllReduce", "AllGather", "ReduceScatter",
            "Broadcast", "CopyToParallelRegion", "ReduceFromParallelRegion",
-           "ScatterToParallelRegion", "GatherFromParallelRegion"]
+           "ScatterToParallelRegion", "GatherFromParallelRegion",
+           # Parallel II
+           "ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding",
+           "vocab_parallel_cross_entropy", "ParallelCausalSelfAttention", "ParallelMLP",
+           "ParallelBlock", "ParallelGPT", "GPTStage", "ShardSpec", "model_parallel_manual_seed",
+           "model_parallel_rng", "load_dense_state_dict", "dense_state_dict",
+           "shard_state_dict", "save_sharded_checkpoint", "load_sharded_checkpoint",
+           "consolidate_checkpoint", "CommAccounting", "allreduce_gradients",
+           "agree_on_nonfinite", "Pipeline", "Op", "Schedule", "ScheduleError", "SimResult",
+           "gpipe", "one_f_one_b", "interleaved_one_f_one_b", "make_schedule",
+           "bubble_theory", "simulate", "check_schedule", "timeline_text", "plot_timeline",
+           "split_sequential", "Grid", "GridLayout", "Coord", "current_grid", "set_grid", "GridGPT"]

@@ -24,7 +24,10 @@ outputs must receive a gradient on all ranks or on none (else a backward collect
 on some ranks only and waits for the others).  Each is a visible Function class, so it
 shows by name in ``lz.utils.get_dot_graph``.
 """
+import time
+
 from lezero.core import Function, Variable, as_variable
+from lezero.parallel import accounting
 from lezero.utils.checks import check_choice, check_int
 
 
@@ -34,9 +37,29 @@ def _comm(comm):
 
 
 class _Collective(Function):
-    def __init__(self, comm, **options):
+    """A collective on ``comm``.  ``scope`` and ``phase`` label it for communication
+    accounting (``accounting.py``): the scope current at creation and "forward", unless a
+    backward passes its own (a partner made in backward is "backward", same scope)."""
+
+    def __init__(self, comm, scope=None, phase="forward", **options):
         self.comm = comm
+        self.scope = accounting.current_scope() if scope is None else scope
+        self.phase = phase
         self.__dict__.update(options)
+
+    def _timed(self, op, x, run):
+        """``run()`` (the collective), counted and timed while accounting is active."""
+        if not accounting._active:
+            return run()
+        start = time.perf_counter()
+        y = run()
+        accounting.record(self.scope, self.phase, op, self.comm, x.nbytes,
+                          time.perf_counter() - start)
+        return y
+
+    def _partner(self, cls, **options):
+        """The Function of ``cls`` a backward runs, labelled with this one's scope."""
+        return cls(self.comm, scope=self.scope, phase="backward", **options)
 
 
 def _chunk(comm, x, axis, where):
@@ -55,42 +78,44 @@ class AllReduce(_Collective):
     """Sum (or mean) over ranks; its backward is the same all-reduce of the gradients."""
 
     def forward(self, x):
-        return self.comm.allreduce(x, self.op)
+        return self._timed("allreduce", x, lambda: self.comm.allreduce(x, self.op))
 
     def backward(self, gy):
-        return AllReduce(self.comm, op=self.op)(gy)
+        return self._partner(AllReduce, op=self.op)(gy)
 
 
 class AllGather(_Collective):
     """Concatenate every rank's ``x`` along ``axis`` (stack them when axis is None)."""
 
     def forward(self, x):
-        return self.comm.allgather(x, self.axis)
+        return self._timed("allgather", x, lambda: self.comm.allgather(x, self.axis))
 
     def backward(self, gy):
         if self.axis is None:
-            return ReduceScatter(self.comm, axis=0)(gy).reshape(gy.shape[1:])
-        return ReduceScatter(self.comm, axis=self.axis)(gy)
+            return self._partner(ReduceScatter, axis=0)(gy).reshape(gy.shape[1:])
+        return self._partner(ReduceScatter, axis=self.axis)(gy)
 
 
 class ReduceScatter(_Collective):
     """Sum over ranks and keep this rank's chunk along ``axis``."""
 
     def forward(self, x):
-        return self.comm.reduce_scatter(x, "sum", self.axis)
+        return self._timed("reduce_scatter", x,
+                           lambda: self.comm.reduce_scatter(x, "sum", self.axis))
 
     def backward(self, gy):
-        return AllGather(self.comm, axis=self.axis)(gy)
+        return self._partner(AllGather, axis=self.axis)(gy)
 
 
 class Broadcast(_Collective):
     """Root's ``x`` on every rank; the gradient is summed onto root (zeros elsewhere)."""
 
     def forward(self, x):
-        return self.comm.bcast(x.copy(), self.root)     # bcast writes in place
+        return self._timed("bcast", x,                   # bcast writes in place
+                           lambda: self.comm.bcast(x.copy(), self.root))
 
     def backward(self, gy):
-        g = AllReduce(self.comm, op="sum")(gy)
+        g = self._partner(AllReduce, op="sum")(gy)
         return g if self.comm.rank == self.root else g * 0
 
 
@@ -101,17 +126,17 @@ class CopyToParallelRegion(_Collective):
         return x
 
     def backward(self, gy):
-        return ReduceFromParallelRegion(self.comm)(gy)
+        return self._partner(ReduceFromParallelRegion)(gy)
 
 
 class ReduceFromParallelRegion(_Collective):
     """All-reduce forward, identity backward (Megatron's ``g``)."""
 
     def forward(self, x):
-        return self.comm.allreduce(x, "sum")
+        return self._timed("allreduce", x, lambda: self.comm.allreduce(x, "sum"))
 
     def backward(self, gy):
-        return CopyToParallelRegion(self.comm)(gy)
+        return self._partner(CopyToParallelRegion)(gy)
 
 
 class ScatterToParallelRegion(_Collective):
@@ -121,17 +146,17 @@ class ScatterToParallelRegion(_Collective):
         return _chunk(self.comm, x, self.axis, "scatter_to_parallel_region").copy()
 
     def backward(self, gy):
-        return GatherFromParallelRegion(self.comm, axis=self.axis)(gy)
+        return self._partner(GatherFromParallelRegion, axis=self.axis)(gy)
 
 
 class GatherFromParallelRegion(_Collective):
     """All-gather along ``axis`` forward; keep this rank's chunk backward."""
 
     def forward(self, x):
-        return self.comm.allgather(x, self.axis)
+        return self._timed("allgather", x, lambda: self.comm.allgather(x, self.axis))
 
     def backward(self, gy):
-        return ScatterToParallelRegion(self.comm, axis=self.axis)(gy)
+        return self._partner(ScatterToParallelRegion, axis=self.axis)(gy)
 
 
 # ----- the functions users call ----------------------------------------------------------
