@@ -48,3 +48,13 @@ def get_rng_state():
 def set_rng_state(state):
     """Restore a snapshot taken by ``get_rng_state``."""
     _rng.bit_generator.state = state
+
+
+def swap_cupy_rng(generator):
+    """Install ``generator`` as the CuPy generator and return the one it replaces (None
+    when none was made yet).  CuPy's generator state cannot be copied, so code that must
+    replay random draws (checkpoint recomputation, per-rank dropout in tensor
+    parallelism) swaps whole generators instead; pass the returned one back to undo."""
+    global _cupy_rng
+    previous, _cupy_rng = _cupy_rng, generator
+    return previous

@@ -54,10 +54,8 @@ def _swap_cupy_rng(seed, previous=None):
     the one it replaced."""
     if seed is None and previous is None:
         return None
-    old = getattr(_random, "_cupy_rng", None)
-    _random._cupy_rng = previous if seed is None else \
-        sys.modules["cupy"].random.default_rng(seed)
-    return old
+    return _random.swap_cupy_rng(previous if seed is None else
+                                 sys.modules["cupy"].random.default_rng(seed))
 
 
 def is_module(obj):

@@ -89,7 +89,7 @@ def test_current_grid_and_comm_none():
 def test_grid_errors():
     with pytest.raises(ValueError, match=r"2 x 2 x 1 = 4 ranks, but the communicator has 8"):
         Grid(2, 2, 1, comm=FakeComm(0, 8))
-    with pytest.raises(ValueError, match="tp must be >= 1"):
+    with pytest.raises(ValueError, match="tp must be a positive int"):
         Grid(8, 0, 1, comm=FakeComm(0, 8))
     with pytest.raises(TypeError, match="dp must be an int"):
         Grid(2.0, 2, 2, comm=FakeComm(0, 8))

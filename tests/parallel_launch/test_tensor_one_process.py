@@ -128,7 +128,7 @@ def test_accounting_records_only_inside_and_names_scopes(comm):
 def test_layer_argument_errors(comm):
     with pytest.raises(TypeError, match="ColumnParallelLinear: in_features must be an int"):
         parallel.ColumnParallelLinear("3", 4, comm=comm)
-    with pytest.raises(ValueError, match="ColumnParallelLinear: out_features must be >= 1"):
+    with pytest.raises(ValueError, match="ColumnParallelLinear: out_features must be a positive int"):
         parallel.ColumnParallelLinear(3, 0, comm=comm)
     with pytest.raises(TypeError, match="gather_output must be a bool"):
         parallel.ColumnParallelLinear(3, 4, comm=comm, gather_output="yes")

@@ -9,7 +9,7 @@ is theirs.
 import lezero.functions as F
 from lezero import cuda
 from lezero.core import Variable
-from lezero.core.random import get_rng
+from lezero.random import get_rng
 from lezero.nn.containers import Sequential
 from lezero.nn.layers.activation import ReLU, Sigmoid
 from lezero.nn.layers.conv import Conv2d

@@ -67,14 +67,13 @@ def model_parallel_rng(comm=None):
 
 
 def _swap_cupy(seed, key):
-    """CuPy's generator has no state setter in ``lezero.random``: swap the object."""
+    """CuPy's generator state cannot be set: swap the generator object."""
     if "cupy" not in sys.modules:
         return None
-    previous = lz_random._cupy_rng
-    lz_random._cupy_rng = sys.modules["cupy"].random.default_rng(seed * 1000003 + key)
-    return (previous,)
+    return (lz_random.swap_cupy_rng(
+        sys.modules["cupy"].random.default_rng(seed * 1000003 + key)),)
 
 
 def _restore_cupy(saved):
     if saved is not None:
-        lz_random._cupy_rng = saved[0]
+        lz_random.swap_cupy_rng(saved[0])

@@ -85,5 +85,5 @@ def test_squeeze_excitation_matches_torchvision():
     x = images((2, 8, 5, 5))
     assert_forward_equal(ref, ours, x)
     assert_grad_equal(ref, ours, x, "fc1.weight")
-    with pytest.raises(ValueError, match="SqueezeExcitation: squeeze_channels must be >= 1"):
+    with pytest.raises(ValueError, match="SqueezeExcitation: squeeze_channels must be a positive int"):
         nn.SqueezeExcitation(8, 0)

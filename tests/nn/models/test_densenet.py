@@ -22,7 +22,7 @@ def test_small_densenet_matches_torchvision():
 
 
 def test_densenet_argument_errors():
-    with pytest.raises(ValueError, match="DenseNet: growth_rate must be >= 1"):
+    with pytest.raises(ValueError, match="DenseNet: growth_rate must be a positive int"):
         models.DenseNet(growth_rate=0)
     with pytest.raises(TypeError, match="DenseNet: memory_efficient must be a bool"):
         models.DenseNet(memory_efficient="yes")

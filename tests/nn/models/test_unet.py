@@ -98,7 +98,7 @@ def test_unet_paper_width_and_errors():
     assert UNet(1, 2, base_channels=16).num_parameters() == want
     with pytest.raises(TypeError, match="UNet: bilinear must be a bool"):
         UNet(3, 2, bilinear="yes")
-    with pytest.raises(ValueError, match="UNet: n_classes must be >= 1"):
+    with pytest.raises(ValueError, match="UNet: n_classes must be a positive int"):
         UNet(3, 0)
 
 
