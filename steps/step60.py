@@ -1,63 +1,71 @@
-"""Step 60: processes that talk -- the communicator and its collectives.
+"""Step 60: dynamic batching, and a server that standard clients can talk to.
 
-Data parallelism runs one copy of the script per process (a *rank*), started together by
-MPI's launcher:  ``mpiexec -n 4 python steps/step60.py``.  The ranks share no memory;
-they exchange arrays through a ``Communicator``.  A *collective* is an operation every
-rank calls in the same order: ``allreduce`` sums (or averages) an array over the ranks
-and gives every rank the result -- the one operation data parallelism needs.
-
-Run alone (``python steps/step60.py``) this is a world of one rank: every collective is
-then a copy, and the script shows what each operation computes.  Under mpiexec each rank
-prints its own lines and the sums span all ranks.  Backward through a collective is the
-matching collective: the gradient of an all-reduce is an all-reduce.
-Run: python steps/step60.py      (or: mpiexec -n 2 python steps/step60.py)
+A model answers one sample about as fast as it answers thirty: the weights are read once
+per call either way.  A ``DynamicBatcher`` takes single requests from many threads,
+holds each at most ``max_delay_ms``, runs them through the model as one batch and hands
+every caller its own row.  Samples of different lengths are padded into a batch (the
+model gets a mask), grouped in length buckets so little work is spent on padding, and
+cut back afterwards.  ``serving.Server`` puts the batcher behind HTTP with the KServe v2
+protocol that Triton's and KServe's clients speak; here a plain ``urllib`` request shows
+the JSON on the wire.
+Run: python steps/step60.py
 """
+import concurrent.futures
+import json
+import urllib.request
+
 import numpy as np
 
 import lezero as lz
-from lezero import parallel
+from lezero import nn, serving
 
-world = parallel.init()
-r, n = world.rank, world.size
-print(f"[rank {r}] I am rank {r} of {n} ({world.backend}); run under `mpiexec -n 4` "
-      "to get four of me")
+lz.manual_seed(54)
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).eval()
+rng = np.random.default_rng(54)
+images = rng.random((48, 64), dtype=np.float32)
 
-x = np.array([1.0, 2.0, 3.0]) * (r + 1)           # every rank holds different data
-print(f"[rank {r}] x = {x}")
-print(f"[rank {r}] allreduce sum  = {world.allreduce(x)}   (the same on every rank)")
-print(f"[rank {r}] allreduce mean = {world.allreduce(x, 'mean')}")
-print(f"[rank {r}] allgather      = {world.allgather(x, axis=0)}   (rank order)")
-chunks = world.reduce_scatter(np.arange(2.0 * n))
-print(f"[rank {r}] reduce_scatter of [0..{2 * n - 1}] -> my chunk of the sum: {chunks}")
+# 1. Sixteen threads send 48 single images; the batcher merges them.
+with serving.DynamicBatcher(model, max_batch_size=16, max_delay_ms=5) as batcher:
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda x: batcher.submit(x).result(), images))
+with lz.no_grad():
+    expected = model(images).data
+print("every caller got its own row:", np.allclose(np.stack(answers), expected, atol=1e-6))
+print("batches (size, why sent):", [(r.size, r.reason) for r in batcher.records])
 
-seed = np.zeros(1)
-if r == 0:
-    seed[0] = 42.0
-world.bcast(seed, root=0)                          # rank 0's value everywhere, in place
-print(f"[rank {r}] bcast from rank 0: {seed[0]:g}")
+# 2. Sequences of 2..40 steps: one queue padded to the longest vs length buckets.
+def summed(x, mask):                    # one number per position; padding is masked
+    return (x * mask[:, :, None]).sum(axis=2)
 
-# Non-blocking: start the communication, do other work, then wait for the result.
-request = world.iallreduce(np.full(4, float(r)), "sum")
-busy = sum(i * i for i in range(10000))           # work that overlaps the transfer
-print(f"[rank {r}] iallreduce overlapped with some work -> {request.wait()}")
+seqs = [rng.random((n, 3), dtype=np.float32) for n in rng.integers(2, 41, 64)]
+for buckets in (None, [8, 16, 32]):
+    padding = serving.Padding(axis=0, buckets=buckets)
+    with serving.DynamicBatcher(summed, max_batch_size=16, max_delay_ms=20,
+                                padding=padding) as batcher:
+        futures = [batcher.submit(s) for s in seqs]
+        out = [f.result() for f in futures]
+    exact = all(np.allclose(y, s.sum(axis=1)) for y, s in zip(out, seqs))
+    stats = batcher.stats()
+    print(f"buckets {buckets}: {stats['batches']} batches, padding waste "
+          f"{stats['padding_waste']:.0%}, results cut back exactly: {exact}")
 
-# Point to point: pass a value around a ring (with one rank it goes to itself).
-right, left = (r + 1) % n, (r - 1) % n
-inbox = np.empty(1)
-pending = world.irecv(inbox, source=left)
-world.send(np.array([100.0 + r]), dest=right)
-print(f"[rank {r}] received {pending.wait()[0]:g} from rank {left}")
-
-# A differentiable all-reduce: y is the sum over ranks; the objective is the sum of every
-# rank's sum(y * w); its gradient with respect to my x is the sum of every rank's w.
-v = lz.Variable(x)
-y = parallel.all_reduce(v)
-w = np.full(3, r + 1.0)
-y.backward(grad=w)
-print(f"[rank {r}] d(sum of all ranks' <w, allreduce(x)>)/dx = {v.grad.data} "
-      f"(= sum of w over {n} rank{'s' * (n != 1)})")
-world.barrier()
-if r == 0:
-    print("A collective that one rank never calls makes the others wait: past the "
-          f"communicator's timeout ({world.timeout:g} s here) they print a stall report "
-          "naming the ranks that have not arrived.")
+# 3. The same model behind HTTP; a client request in the KServe v2 JSON form.
+with serving.Server({"digits": model}, port=0) as server:
+    request = {"id": "step54", "inputs": [{"name": "input__0", "shape": [2, 64],
+                                           "datatype": "FP32", "data": images[:2].tolist()}]}
+    print("POST /v2/models/digits/infer", json.dumps(request)[:90], "...")
+    req = urllib.request.Request(f"{server.url}/v2/models/digits/infer",
+                                 data=json.dumps(request).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        reply = json.loads(r.read())
+    out = reply["outputs"][0]
+    logits = np.array(out["data"], dtype=np.float32).reshape(out["shape"])
+    print("reply:", {k: reply[k] for k in ("model_name", "id")}, out["name"], out["shape"],
+          "matches the model:", np.allclose(logits, expected[:2], atol=1e-5))
+    with urllib.request.urlopen(f"{server.url}/v2/models/digits", timeout=10) as r:
+        print("metadata:", json.loads(r.read())["inputs"])
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as r:
+        lines = [ln for ln in r.read().decode().splitlines()
+                 if ln.startswith(("lezero_requests_total", "lezero_batch_size_count"))]
+    print("metrics:", lines)

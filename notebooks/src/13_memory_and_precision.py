@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 13. Memory and precision
 #
-# This notebook follows `steps/step55.py` to `steps/step57.py`. Training memory is mostly
+# This notebook follows `steps/step45.py` to `steps/step47.py`. Training memory is mostly
 # what the graph keeps for backward: every recorded Function holds its inputs until the
 # gradient has passed. Two tools cut it, and a profiler measures the cut:
 #

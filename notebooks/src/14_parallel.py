@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 14. Data parallelism over MPI
 #
-# This notebook follows `steps/step60.py` (the communicator) and `steps/step61.py`
+# This notebook follows `steps/step48.py` (the communicator) and `steps/step49.py`
 # (`DataParallel`). Data parallelism runs one copy of the training script per process,
 # all started together by `mpiexec -n N python train.py`; each rank trains on its shard of
 # every batch and the gradients are averaged with an all-reduce. A notebook is a single

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 16. Serving: dynamic batching behind a KServe v2 server
 #
-# This notebook follows `steps/step54.py`. A model that answers one request at a time
+# This notebook follows `steps/step60.py`. A model that answers one request at a time
 # pays the full price of each call -- reading every weight, launching every operator --
 # for a single sample. `lezero.serving.DynamicBatcher` merges the requests that arrive
 # within a few milliseconds into one batch, and `lezero.serving.Server` puts it behind

@@ -1,4 +1,4 @@
-"""Step 55: mixed precision: float16 where it is safe, float32 where it matters.
+"""Step 45: mixed precision: float16 where it is safe, float32 where it matters.
 
 float16 keeps 11 significant bits and tops out at 65504; a product of two such numbers
 is accurate enough for a matmul, but a sum of a thousand of them, an exp, or a loss is
@@ -10,7 +10,7 @@ Small gradients would flush to zero in float16: ``GradScaler`` multiplies the lo
 large scale, divides the gradients back before the step, and skips the step (halving the
 scale) when a gradient overflowed.  On NumPy float16 arithmetic runs in float32 and is
 rounded (NumPy has no float16 BLAS): the saving is memory, measured here.
-Run: python steps/step55.py
+Run: python steps/step45.py
 """
 import numpy as np
 

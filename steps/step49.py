@@ -1,4 +1,4 @@
-"""Step 61: data parallelism -- averaged gradients, started while backward still runs.
+"""Step 49: data parallelism -- averaged gradients, started while backward still runs.
 
 Why it works: a mean loss over a batch of B samples has the mean of the per-sample
 gradients as its gradient, so K ranks that each take B/K samples and *average* their
@@ -13,8 +13,8 @@ last bucket is complete the hook waits for all of them, so ``loss.backward()`` r
 with averaged gradients and ``opt.step()`` needs nothing else.  ``no_sync()`` accumulates
 micro-batches locally.  The timeline records, per bucket, when it was ready and when its
 all-reduce ran.  Run alone this is a world of one rank (every all-reduce is a copy);
-``mpiexec -n 2 python steps/step61.py`` runs it on two.
-Run: python steps/step61.py
+``mpiexec -n 2 python steps/step49.py`` runs it on two.
+Run: python steps/step49.py
 """
 import os
 import tempfile

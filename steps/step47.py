@@ -1,4 +1,4 @@
-"""Step 57: a memory profiler: what does backward keep, and who keeps it?
+"""Step 47: a memory profiler: what does backward keep, and who keeps it?
 
 Every recorded Function holds its inputs (and whatever it stored for its backward) until
 the graph is dropped.  ``lz.memory.profile()`` is a FunctionHook that sees each Function
@@ -7,7 +7,7 @@ Functions share it, released when the last holder goes.  Its *saved* figures are
 its *live* figure is every array alive (NumPy reports its allocations to ``tracemalloc``;
 on CuPy, CuPy's memory pool is sampled).  ``print_saved_residuals`` lists what one call
 keeps, like JAX's; ``by_module()`` says which layer keeps how much.
-Run: python steps/step57.py
+Run: python steps/step47.py
 """
 import os
 import tempfile

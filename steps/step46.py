@@ -1,4 +1,4 @@
-"""Step 56: gradient checkpointing: forget activations, recompute them in backward.
+"""Step 46: gradient checkpointing: forget activations, recompute them in backward.
 
 Backward needs what forward computed: every layer keeps its input until the gradient
 has passed.  A deep network's memory is therefore its depth times one activation.
@@ -10,7 +10,7 @@ cuts n layers into about sqrt(n) such blocks: sqrt(n) boundaries are kept plus o
 at a time during backward, so memory grows as sqrt(n) for one extra forward pass.
 The recomputation replays the random generator, so dropout draws the same mask, and
 the gradients are bit-for-bit those of the plain run.
-Run: python steps/step56.py
+Run: python steps/step46.py
 """
 import time
 
