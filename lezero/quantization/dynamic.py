@@ -74,7 +74,7 @@ class DynamicQuantLinear(Module):
     def _set(self, w_q, w_scale, w_zp, bias):
         self.register_buffer("weight", w_q)
         self.register_buffer("weight_scale", np.asarray(w_scale, np.float32))
-        self.register_buffer("weight_zero_point", np.asarray(w_zp, np.int32))
+        self.register_buffer("weight_zero_point", np.asarray(w_zp).astype(w_q.dtype))
         self.register_buffer("bias", None if bias is None else np.asarray(bias, np.float32))
         self._packed = (None, None)
 

@@ -6,6 +6,7 @@ and ``_per_channel_affine`` do,
 
     q = round_half_even(x * (1 / scale)) + z,   y = (clamp(q, qmin, qmax) - z) * scale
 
+(in the input's precision: float32 as PyTorch; float64 inputs stay float64)
 and passes the gradient straight through where ``qmin <= q <= qmax`` (zero outside: the
 straight-through estimator clipped to the range).  ``FakeQuantizeLearnable`` also
 differentiates the scale and zero point (LSQ, Esser et al. 2020; PyTorch's
@@ -49,9 +50,9 @@ def _grid(x, scale, zero_point, axis):
     ``axis`` (None: per tensor)."""
     shape = _channel_shape(x.ndim, axis)
     xp = cuda.get_array_module(x)
-    s = xp.asarray(scale, dtype=np.float32).reshape(shape)
-    z = xp.asarray(zero_point, dtype=np.float32).reshape(shape)
-    inv = np.float32(1.0) / s
+    s = xp.asarray(scale, dtype=x.dtype).reshape(shape)
+    z = xp.asarray(zero_point, dtype=x.dtype).reshape(shape)
+    inv = x.dtype.type(1.0) / s
     return xp.rint(x * inv) + z, s, z, inv
 
 
@@ -86,7 +87,7 @@ class FakeQuantizeLearnable(Function):
     def forward(self, x, scale, zero_point):
         xp = cuda.get_array_module(x)
         lo, hi = self.quant_min, self.quant_max
-        zp = xp.clip(xp.rint(zero_point.astype(np.float32)), lo, hi)
+        zp = xp.clip(xp.rint(zero_point.astype(x.dtype)), lo, hi)
         q, s, z, inv = _grid(x, scale, zp, self.axis)
         self.saved = (x, q, s, z, inv)
         return ((xp.clip(q, lo, hi) - z) * s).astype(x.dtype)
@@ -99,15 +100,16 @@ class FakeQuantizeLearnable(Function):
         below, above = q < lo, q > hi
         inside = ~(below | above)
         dscale = xp.where(below, lo - z, xp.where(above, hi - z, ((q - z) * s - x) * inv))
-        dzp = xp.where(inside, np.float32(0), -s)
+        dzp = xp.where(inside, x.dtype.type(0), -s)
         axes = tuple(i for i in range(x.ndim)
                      if self.axis is None or i != self.axis % x.ndim)
-        f = np.float32(self.grad_factor)
+        f = x.dtype.type(self.grad_factor)
         gs = (g * dscale).sum(axis=axes) * f
         gz = (g * dzp).sum(axis=axes) * f
         shape_s, shape_z = self.inputs[1].shape, self.inputs[2].shape
-        return (gy * inside.astype(g.dtype), gs.reshape(shape_s).astype(np.float32),
-                gz.reshape(shape_z).astype(np.float32))
+        dtypes = self.inputs[1].dtype, self.inputs[2].dtype
+        return (gy * inside.astype(g.dtype), gs.reshape(shape_s).astype(dtypes[0]),
+                gz.reshape(shape_z).astype(dtypes[1]))
 
 
 def fake_quantize(x, scale, zero_point, quant_min, quant_max, axis=None):

@@ -1,8 +1,8 @@
 """The INT8 modules ``convert`` produces: they take and return quantized tensors
 (``qtensor.QTensor``) and run the integer operators of ``ops.py``.
 
-State (``state_dict``): a quantized layer keeps ``weight`` (int8), ``weight_scale`` and
-``weight_zero_point`` (per output channel), ``bias`` (float32; quantized at run time at
+State (``state_dict``): a quantized layer keeps ``weight`` (int8), ``weight_scale``
+(float32) and ``weight_zero_point`` (int8) per output channel, ``bias`` (float32; quantized at run time at
 the scale ``s_in * s_w``, which depends on the input), and the output's ``scale`` and
 ``zero_point``.  The int16 packing of the weight and the fixed-point multipliers are
 caches, rebuilt when those arrays are replaced (``load_state_dict``) or the input's
@@ -134,7 +134,8 @@ class _QuantProduct(QuantModule):
     def _set_weight(self, w_q, w_scale, w_zp, bias):
         self.register_buffer("weight", w_q)
         self.register_buffer("weight_scale", np.asarray(w_scale, np.float32))
-        self.register_buffer("weight_zero_point", np.asarray(w_zp, np.int32))
+        # zero points in the weight's own dtype: each lies in its range, one byte apiece
+        self.register_buffer("weight_zero_point", np.asarray(w_zp).astype(w_q.dtype))
         self.register_buffer("bias", None if bias is None else np.asarray(bias, np.float32))
         self._cache_key, self._cache = None, {}
 
@@ -247,6 +248,7 @@ class QuantConv2d(_QuantProduct):
         return new
 
     def forward(self, x):
+        expect_quantized(self, x)
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"{type(self).__name__}: expected input of shape (N, "
                              f"{self.in_channels}, H, W), got {tuple(x.shape)}")
