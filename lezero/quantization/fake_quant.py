@@ -213,9 +213,12 @@ class LearnableFakeQuantize(FakeQuantizeBase):
         self.zero_point = Parameter(np.array([zero_point], np.float32))
 
     def calculate_qparams(self):
+        """The learned scale (at least ``eps``: a step can push it below) and the zero
+        point rounded into the range."""
         xp = cuda.get_array_module(self.scale.data)
         zp = xp.clip(xp.rint(self.zero_point.data), self.quant_min, self.quant_max)
-        return self.scale.data.copy(), zp.astype(np.int32)
+        scale = xp.maximum(self.scale.data, np.float32(self.activation_post_process.eps))
+        return scale.astype(np.float32), zp.astype(np.int32)
 
     def enable_param_learning(self):
         """Stop observing; scale and zero point learn from here on."""
@@ -236,9 +239,10 @@ class LearnableFakeQuantize(FakeQuantizeBase):
             self.steps += 1
             if self.steps >= self.init_steps:
                 self.disable_observer()
-        else:
+        else:                           # as PyTorch: a learned scale stays >= eps
             xp = cuda.get_array_module(self.scale.data)
-            self.scale.data = xp.maximum(self.scale.data, np.float32(1e-8))
+            self.scale.data = xp.maximum(self.scale.data,
+                                         np.float32(self.activation_post_process.eps))
         if not self.fake_quant_enabled[0]:
             return x
         # A symmetric scheme keeps its zero point: passed as a constant, it gets no gradient.

@@ -172,7 +172,10 @@ def _qcat(ctx, node):
 
 @onnx_op("FakeQuantizeAffine", opset=13, emits=_QDQ + ("Clip",))
 def _fake_quantize(ctx, node):
-    a = node.attrs
+    _emit_fake_quantize(ctx, node, node.attrs)
+
+
+def _emit_fake_quantize(ctx, node, a):
     lo, hi = a["quant_min"], a["quant_max"]
     dtype = np.dtype(np.uint8 if lo >= 0 else np.int8)
     scale = np.asarray(a["scale"], np.float32)
@@ -199,3 +202,21 @@ def _dynamic_linear(ctx, node):
     if a["bias"] is not None:
         y = ctx.emit("Add", [y, ctx.const(a["bias"], "bias")])
     ctx.emit("Identity", [y], node.outputs)
+
+
+@onnx_op("FakeQuantizeLearnable", opset=13, emits=_QDQ + ("Clip",))
+def _fake_quantize_learnable(ctx, node):
+    """An LSQ model after training: the learned scale and zero point are constants."""
+    a = node.attrs
+    values = []
+    for name in node.inputs[1:]:
+        source = ctx.g.params.get(name)
+        source = source.data if source is not None else ctx.g.consts.get(name)
+        if source is None:
+            ctx.fail(node, "the scale and zero point must be parameters or constants")
+        values.append(np.asarray(source, np.float32))
+    scale, zp = values
+    lo, hi = a["quant_min"], a["quant_max"]
+    fixed = dict(scale=scale, zero_point=np.clip(np.rint(zp), lo, hi).astype(np.int32),
+                 quant_min=lo, quant_max=hi, axis=a["axis"])
+    _emit_fake_quantize(ctx, node, fixed)

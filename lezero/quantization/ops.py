@@ -137,8 +137,7 @@ class QuantizedConv2d(_Product):
             args = (self.w16[ch], self.bias_q[ch], self.m[ch], self.shift[ch], self.out_zp,
                     self.lo, self.hi)
             if use_numba:
-                K = _kernels()
-                y = K.conv_requant(K.im2col(xg, self.in_zp, geo), *args, self.dtype)
+                y = _kernels().conv2d(xg, self.in_zp, geo, *args, self.dtype)
             else:
                 acc = R.conv_acc_ref(R.im2col_ref(xg, self.in_zp, geo), args[0])
                 y = R.requantize_ref(acc, *args[1:], 1, self.dtype)

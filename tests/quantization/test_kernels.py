@@ -1,5 +1,8 @@
 """The Numba integer kernels equal their NumPy references bit for bit, and the fixed-point
-arithmetic equals gemmlowp's definition (written here with Python integers)."""
+requantization is the exact rounding of acc * M (checked with Python fractions)."""
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -10,17 +13,9 @@ from lezero.quantization.fixed_point import mbqm, quantize_multiplier
 RNG = np.random.default_rng(0)
 
 
-def _gemmlowp(x, m, shift):
-    """MultiplyByQuantizedMultiplier with Python ints, as gemmlowp's C++ reads."""
-    x = x * (1 << max(shift, 0))
-    ab = x * m
-    nudge = (1 << 30) if ab >= 0 else 1 - (1 << 30)
-    s = ab + nudge
-    high = abs(s) // (1 << 31) * (1 if s >= 0 else -1)      # C division truncates
-    e = max(-shift, 0)
-    mask = (1 << e) - 1
-    rem, thr = high & mask, (mask >> 1) + (1 if high < 0 else 0)
-    return (high >> e) + (1 if rem > thr else 0)
+def _rounded(x, m, shift):
+    """round(x * m * 2**(shift - 31)), ties upward, in exact rational arithmetic."""
+    return math.floor(Fraction(x * m, 2 ** (31 - shift)) + Fraction(1, 2))
 
 
 def test_quantize_multiplier_represents_the_real_value():
@@ -34,24 +29,21 @@ def test_quantize_multiplier_represents_the_real_value():
         quantize_multiplier(-1.0)
 
 
-def test_mbqm_equals_gemmlowp_and_rounds_to_nearest():
+def test_mbqm_rounds_exactly_to_nearest():
     x = np.concatenate([RNG.integers(-2 ** 31, 2 ** 31, 60), [0, 1, -1, 2 ** 31 - 1,
-                                                               -2 ** 31]]).astype(np.int64)
-    for real in (0.37, 1e-5, 0.5, 2.5e-3, 0.999):
+                                                              -2 ** 31]]).astype(np.int64)
+    for real in (0.37, 1e-5, 0.5, 2.5e-3, 0.999, 1.0, 3.75):
         m, s = (int(v) for v in quantize_multiplier(real))
         got = mbqm(x, m, s)
-        want = np.array([_gemmlowp(int(v), m, s) for v in x])
-        np.testing.assert_array_equal(got, want)
-        # within gemmlowp's double rounding of x * M: the high product is rounded to
-        # an integer before the rounding shift, adding 0.5 / 2**right at most
-        exact = x.astype(np.float64) * (m * 2.0 ** (s - 31))
-        assert np.max(np.abs(got - exact)) <= 0.5 + 0.5 / 2 ** max(-s, 0) + 1e-6
-    # the Numba scalar twin
-    out = np.empty(x.shape, np.int64)
-    m, s = quantize_multiplier(0.37)
-    K._rescale(x, np.int64(0), np.int64(m), np.int64(s), np.int64(0),
-               np.int64(-2 ** 62), np.int64(2 ** 62), out)
-    np.testing.assert_array_equal(out, mbqm(x, m, s))
+        np.testing.assert_array_equal(got, [_rounded(int(v), m, s) for v in x])
+        # the Numba scalar twin
+        out = np.empty(x.shape, np.int64)
+        K._rescale(x, np.int64(0), np.int64(m), np.int64(s), np.int64(0),
+                   np.int64(-2 ** 62), np.int64(2 ** 62), out)
+        np.testing.assert_array_equal(out, got)
+    # ties go up: 3 * 0.5 = 1.5 -> 2, -3 * 0.5 = -1.5 -> -1
+    m, s = quantize_multiplier(0.5)
+    np.testing.assert_array_equal(mbqm(np.array([3, -3, 5]), m, s), [2, -1, 3])
 
 
 @pytest.mark.parametrize("m_, k, n", [(1, 1, 1), (3, 7, 5), (17, 67, 33), (2, 130, 65)])

@@ -84,3 +84,16 @@ def test_dynamic_linear_exports(tmp_path):
     kinds = {n.op_type for n in onnx.load(path).graph.node}
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= kinds
     assert report.max_abs_diff["output_0"] < 2e-2
+
+
+def test_lsq_model_exports_with_its_learned_parameters(tmp_path):
+    lz.manual_seed(7)
+    x, _ = data(8)
+    qat = Q.prepare_qat(Q.fuse(small_cnn(), qat=True), qconfig=Q.lsq_qat_qconfig)
+    assert isinstance(qat.module[0].activation_post_process, Q.LearnableFakeQuantize)
+    qat(x)
+    qat.eval()
+    path = os.path.join(tmp_path, "lsq.onnx")
+    step = float(qat.module[10].activation_post_process.scale.data[0])
+    report = lz.onnx.export(qat, x, path, atol=1.001 * step, rtol=0)
+    assert report.max_abs_diff["output_0"] <= 1.001 * step
