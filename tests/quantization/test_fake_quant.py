@@ -122,3 +122,13 @@ def test_learnable_fake_quantize_learns_its_scale():
         opt.step()
     err0 = np.mean((Q.fake_quantize(x, np.float32(s0), 0, 0, 15).data - x) ** 2)
     assert float(loss.data) < err0 and float(fq.scale.data[0]) < s0
+
+
+@pytest.mark.gpu
+def test_fake_quantize_and_observers_on_cupy():
+    import cupy
+    x = _x()
+    fq = Q.FakeQuantize(quant_min=0, quant_max=255)
+    cpu = Q.FakeQuantize(quant_min=0, quant_max=255)
+    np.testing.assert_array_equal(cupy.asnumpy(fq(cupy.asarray(x)).data), cpu(x).data)
+    np.testing.assert_array_equal(cupy.asnumpy(fq.scale), cpu.scale)
