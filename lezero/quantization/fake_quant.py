@@ -130,18 +130,18 @@ class FakeQuantizeBase(Module):
     def with_args(cls, **kwargs):
         return ObserverBase.with_args.__func__(cls, **kwargs)
 
-    def enable_fake_quant(self, enabled=True):
-        self.fake_quant_enabled[0] = 1 if check_bool(type(self).__name__, "enabled",
-                                                     enabled) else 0
+    def _switch(self, flag, enabled):
+        flag[0] = 1 if check_bool(type(self).__name__, "enabled", enabled) else 0
         return self
+
+    def enable_fake_quant(self, enabled=True):
+        return self._switch(self.fake_quant_enabled, enabled)
 
     def disable_fake_quant(self):
         return self.enable_fake_quant(False)
 
     def enable_observer(self, enabled=True):
-        self.observer_enabled[0] = 1 if check_bool(type(self).__name__, "enabled",
-                                                   enabled) else 0
-        return self
+        return self._switch(self.observer_enabled, enabled)
 
     def disable_observer(self):
         return self.enable_observer(False)

@@ -288,13 +288,16 @@ def _add(a, b, za, ma, sa, zb, mb, sb, mo, so, zy, left, lo, hi, out):
         out[i] = lo if v < lo else (hi if v > hi else v)
 
 
+def _binary(kernel, a, b, p, lo, hi, dtype):
+    out = np.empty(a.shape, dtype)
+    kernel(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
+           *[np.int64(v) for v in p], np.int64(lo), np.int64(hi), out.reshape(-1))
+    return out
+
+
 def add(a, b, p, lo, hi, dtype):
     """Numba twin of ``reference.add_ref`` (``a`` and ``b`` of one shape)."""
-    out = np.empty(a.shape, dtype)
-    args = [np.int64(v) for v in p]
-    _add(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), *args,
-         np.int64(lo), np.int64(hi), out.reshape(-1))
-    return out
+    return _binary(_add, a, b, p, lo, hi, dtype)
 
 
 @njit(**_OPTS)
@@ -306,9 +309,4 @@ def _mul(a, b, za, zb, m, s, zy, lo, hi, out):
 
 def mul(a, b, p, lo, hi, dtype):
     """Numba twin of ``reference.mul_ref``."""
-    out = np.empty(a.shape, dtype)
-    args = [np.int64(v) for v in p]
-    _mul(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1), *args,
-         np.int64(lo), np.int64(hi), out.reshape(-1))
-    return out
-
+    return _binary(_mul, a, b, p, lo, hi, dtype)

@@ -382,4 +382,3 @@ class QFunctional(QuantModule):
         params = [expect_quantized(self, x) for x in xs]
         y = ops.QuantizedCat(axis, params, self.out_qparams, self.dtype, self.qrange)(*xs)
         return self._wrap(y)
-

@@ -86,6 +86,15 @@ class ObserverBase(Module):
         return bool(np.all(np.isfinite(cuda.as_numpy(self.min_val)))) and \
             self.min_val.size > 0
 
+    def _average(self, lo, hi, first):
+        """Moving averages of the range (``averaging_constant``); the first batch sets it."""
+        if first:
+            self.min_val, self.max_val = lo, hi
+            return
+        c = np.float32(self.averaging_constant)
+        self.min_val = _f32(self.min_val + c * (lo - self.min_val))
+        self.max_val = _f32(self.max_val + c * (hi - self.max_val))
+
     def calculate_qparams(self):
         """``(scale float32 array, zero_point int32 array)``; of shape (1,) per tensor,
         (channels,) per channel, as PyTorch returns them."""
@@ -133,13 +142,7 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
                                                averaging_constant, low=0.0, high=1.0)
 
     def _observe(self, x):
-        lo, hi = _f32(x.min()), _f32(x.max())
-        if not self.has_data():
-            self.min_val, self.max_val = lo, hi
-            return
-        c = np.float32(self.averaging_constant)
-        self.min_val = _f32(self.min_val + c * (lo - self.min_val))
-        self.max_val = _f32(self.max_val + c * (hi - self.max_val))
+        self._average(_f32(x.min()), _f32(x.max()), first=not self.has_data())
 
 
 class PerChannelMinMaxObserver(ObserverBase):
@@ -187,12 +190,7 @@ class MovingAveragePerChannelMinMaxObserver(PerChannelMinMaxObserver):
     def _observe(self, x):
         lo, hi = self._channel_range(x)
         self._check_channels(lo)
-        if not self.min_val.size:
-            self.min_val, self.max_val = lo, hi
-            return
-        c = np.float32(self.averaging_constant)
-        self.min_val = _f32(self.min_val + c * (lo - self.min_val))
-        self.max_val = _f32(self.max_val + c * (hi - self.max_val))
+        self._average(lo, hi, first=not self.min_val.size)
 
 
 class PlaceholderObserver(MinMaxObserver):

@@ -13,6 +13,7 @@ QuantizeLinear / DequantizeLinear pair, as PyTorch exports fake quantization.
 import numpy as np
 
 from lezero.onnx.registry import onnx_op
+from lezero.quantization import reference as R
 
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
 
@@ -132,6 +133,12 @@ def _qavg_pool(ctx, node):
     a = node.attrs
     if a["divisor_override"]:
         ctx.fail(node, "divisor_override has no ONNX AveragePool form")
+    h, w = ctx.shape(node.inputs[0])[2:]
+    floor = R.geometry((h, w), a["kernel_size"], a["stride"], a["padding"])
+    if a["ceil_mode"] and tuple(floor[8:]) != tuple(ctx.shape(node.outputs[0])[2:]):
+        # onnxruntime counts the overhang of a ceil_mode window, PyTorch does not
+        ctx.fail(node, "average pooling whose ceil_mode adds windows (PyTorch and ONNX "
+                 "divide those by different counts)")
     _mean_pool(ctx, node, "AveragePool", count_include_pad=int(a["count_include_pad"]),
                **_window(a))
 

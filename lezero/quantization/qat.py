@@ -40,19 +40,25 @@ def _adopt(new, mod, qconfig):
     return new
 
 
-class QATLinear(nn.Linear):
-    """Linear with a fake-quantized weight."""
+class _QAT:
+    """Shared by the QAT layers: built from a float layer (or a fused layer + ReLU)."""
 
     relu = False
 
     @classmethod
     def from_float(cls, mod, qconfig):
-        linear = mod[0] if isinstance(mod, LinearReLU) else mod
-        return _adopt(cls.__new__(cls), linear, qconfig)
+        layer = mod[0] if isinstance(mod, (LinearReLU, ConvReLU2d)) else mod
+        return _adopt(cls.__new__(cls), layer, qconfig)
+
+    def _activation(self, y):
+        return F.relu(y) if self.relu else y
+
+
+class QATLinear(_QAT, nn.Linear):
+    """Linear with a fake-quantized weight."""
 
     def forward(self, x):
-        y = F.linear(x, self.weight_fake_quant(self.weight), self.bias)
-        return F.relu(y) if self.relu else y
+        return self._activation(F.linear(x, self.weight_fake_quant(self.weight), self.bias))
 
 
 class QATLinearReLU(QATLinear):
@@ -61,22 +67,14 @@ class QATLinearReLU(QATLinear):
     relu = True
 
 
-class QATConv2d(nn.Conv2d):
+class QATConv2d(_QAT, nn.Conv2d):
     """Conv2d with a fake-quantized weight."""
-
-    relu = False
-
-    @classmethod
-    def from_float(cls, mod, qconfig):
-        conv = mod[0] if isinstance(mod, ConvReLU2d) else mod
-        return _adopt(cls.__new__(cls), conv, qconfig)
 
     def forward(self, x):
         self._check_input(x)
         x, padding = self._pad_explicitly(x)
-        y = F.conv2d(x, self.weight_fake_quant(self.weight), self.bias, self.stride, padding,
-                     self.dilation, self.groups)
-        return F.relu(y) if self.relu else y
+        return self._activation(F.conv2d(x, self.weight_fake_quant(self.weight), self.bias,
+                                         self.stride, padding, self.dilation, self.groups))
 
 
 class QATConvReLU2d(QATConv2d):
@@ -115,8 +113,7 @@ class QATConvBn2d(QATConv2d):
             y = y + F.reshape(self.bias, (1, -1, 1, 1))
         # batch statistics while training, unless frozen (then the running ones)
         object.__setattr__(self.bn, "training", self.training and not self.freeze_bn)
-        y = self.bn(y)
-        return F.relu(y) if self.relu else y
+        return self._activation(self.bn(y))
 
     def freeze_bn_stats(self):
         self.freeze_bn = True

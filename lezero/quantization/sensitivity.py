@@ -246,6 +246,3 @@ def keep_most_sensitive(prepared, report, k=1):
     """``keep_float`` for the ``k`` layers of lowest SQNR in ``report``."""
     return keep_float(prepared, report.most_sensitive(check_int("keep_most_sensitive", "k",
                                                                 k, low=0)))
-
-
-

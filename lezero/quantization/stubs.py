@@ -15,29 +15,25 @@ from lezero.nn import Identity, Module
 __all__ = ["QuantStub", "DeQuantStub", "QuantWrapper", "FloatFunctional"]
 
 
-class QuantStub(Module):
+class _Stub(Module):
+    """The identity, with an optional QConfig of its own."""
+
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig is not None:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class QuantStub(_Stub):
     """Where float values enter the quantized part of a model (the identity until
     ``convert``).  ``qconfig``: this stub's own QConfig (default: the model's)."""
 
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig is not None:
-            self.qconfig = qconfig
 
-    def forward(self, x):
-        return x
-
-
-class DeQuantStub(Module):
+class DeQuantStub(_Stub):
     """Where quantized values return to float (the identity until ``convert``)."""
-
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig is not None:
-            self.qconfig = qconfig
-
-    def forward(self, x):
-        return x
 
 
 class QuantWrapper(Module):

@@ -1,6 +1,4 @@
 """Helpers around converted models: their size, loading one from a file, ONNX export."""
-import warnings
-
 import numpy as np
 
 from lezero import cuda
@@ -54,6 +52,4 @@ def export_onnx(model, args, path, opset_version=17, steps=1.0, **kwargs):
     step = _last_output_scale(model, args)
     kwargs.setdefault("atol", steps * step * 1.001 + 1e-6)
     kwargs.setdefault("rtol", 0.0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return export(model, tuple(args), path, opset_version=opset_version, **kwargs)
+    return export(model, tuple(args), path, opset_version=opset_version, **kwargs)

@@ -220,3 +220,29 @@ def test_quantized_layers_match_torch_quantized_kernels():
     theirs = tconv(tx).int_repr().numpy().astype(np.int32)
     np.testing.assert_array_equal(int8.quant(x).data, tx.int_repr().numpy())
     assert np.abs(ours - theirs).max() <= 1 and (ours != theirs).mean() < 0.05
+
+
+def test_relu6_average_pooling_and_groups(tmp_path):
+    pytest.importorskip("onnxruntime")
+    lz.manual_seed(9)
+    model = Q.QuantWrapper(nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), nn.ReLU6(), nn.AvgPool2d(3, 2, 1, ceil_mode=True),
+        nn.Conv2d(4, 4, 3, padding=1, groups=2), nn.ReLU(), nn.AvgPool2d(2))).eval()
+    x, _ = data(8)
+    x = 3 * x                                        # so that ReLU6 clips
+    prepared = Q.prepare(model)
+    Q.calibrate(prepared, [x])
+    int8 = Q.convert(prepared)
+    kinds = [type(m).__name__ for m in int8.module]
+    assert kinds == ["QuantConv2d", "QuantReLU6", "QuantAvgPool2d", "QuantConv2d",
+                     "QuantReLU", "QuantAvgPool2d"]
+    ref, got = run(model, x), run(int8, x)
+    assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
+    with lz.no_grad():
+        h = int8.module[:2](int8.quant(x))
+    assert h.dequantize().data.max() <= 6.0 + h.q_scale()
+    with pytest.raises(lz.onnx.ExportError, match="ceil_mode"):
+        Q.export_onnx(int8, x, str(tmp_path / "m.onnx"))
+    int8.module[2].ceil_mode = False
+    report = Q.export_onnx(int8, x, str(tmp_path / "m.onnx"))
+    assert report.max_abs_diff["output_0"] <= 1.001 * float(int8.module[3].scale)
