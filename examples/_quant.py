@@ -15,6 +15,7 @@ from _common import SMOKE_BATCHES, accuracy, batches, mean, write_json, write_su
 
 
 def add_quant_flags(p, qat_epochs):
+    p.prog = p.prog.replace("train_quantize_", "quantize_")   # make_parser names train_*
     p.add_argument("--qat-epochs", type=int, default=qat_epochs,
                    help="epochs of quantization-aware fine-tuning")
     p.add_argument("--calib-batches", type=int, default=8,
