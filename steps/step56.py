@@ -1,53 +1,62 @@
-"""Step 56: fake quantization and quantization-aware training.
+"""Step 56: the process grid -- data x tensor x pipeline parallelism together.
 
-Fake quantization rounds a float tensor to the INT8 grid and back, still in float:
-y = (clamp(round(x / s) + z, 0, 255) - z) * s.  The rounding has no useful derivative,
-so the backward pass lets the gradient straight through where x lies inside the grid's
-range and stops it outside (the clipped straight-through estimator).  Training with it
-(``prepare_qat``: fake-quantized weights and outputs) teaches the weights to live with
-the rounding the INT8 model will do.  LSQ goes one step further and learns the scale.
+Large models use all three at once.  ``Grid(dp, tp, pp)`` arranges the ranks as a
+3-D array, tensor index fastest (``rank = tp + tp_size * (dp + dp_size * pp)``), so that
+a tensor group -- which all-reduces inside every layer -- is a run of neighbouring ranks
+(one node, NVLink), and pipeline neighbours -- which only pass activations -- are far
+apart.  Each rank gets three sub-communicators: its tensor group, its data-parallel group
+and its pipeline.
+
+Part 1 prints layouts (``GridLayout``: the arithmetic alone, no processes needed).  Part 2
+trains GPT-mini on a grid of the ranks this step runs on -- alone, ``Grid(1, 1, 1)``;
+``mpiexec -n 4 python steps/step56.py`` uses ``Grid(1, 2, 2)`` -- and prints its loss
+curve next to one process's with the whole batch: the same numbers.
 Run: python steps/step56.py
 """
 import numpy as np
 
 import lezero as lz
-import lezero.functions as F
-from lezero import nn, optim
-from lezero import quantization as Q
+from lezero import optim, parallel
+from lezero.nn.models.gpt import GPT, GPTConfig
 
-# 1. Values and the straight-through gradient.
-x = lz.Variable(np.array([-0.3, 0.04, 0.26, 1.1, 2.9], np.float32))
-y = Q.fake_quantize(x, np.float32(0.1), 3, 0, 25)        # range [-0.3, 2.2]
-y.backward(grad=np.ones(5, np.float32))
-print("x        ", x.data)
-print("fake q(x)", np.round(y.data, 3))
-print("gradient ", x.grad.data, "(zero where x fell outside the range)")
+world = parallel.init()
+say = print if world.rank == 0 else (lambda *a, **k: None)
 
-# 2. Quantization-aware training of a small classifier on the spiral data.
-lz.manual_seed(56)
-from lezero.data.datasets import get_spiral
-xs, ts = get_spiral(train=True)
-model = Q.QuantWrapper(nn.Sequential(nn.Linear(2, 32), nn.ReLU(), nn.Linear(32, 32),
-                                     nn.ReLU(), nn.Linear(32, 3)))
-qat = Q.prepare_qat(Q.fuse(model))
-print("after prepare_qat:", type(qat.module[0]).__name__, "with",
-      type(qat.module[0].weight_fake_quant).__name__, "on its weight")
-opt = optim.Adam(qat.parameters(), lr=0.03)
-for step in range(301):
-    loss = F.cross_entropy(qat(xs), ts)
+say("1. two layouts:")
+say(parallel.GridLayout(2, 2, 2).layout())
+big = parallel.GridLayout(8, 8, 16)              # 1024 GPUs: 128 nodes of 8
+say(f"\n   Grid(8, 8, 16): rank 500 is at {big.coords(500)}; its tensor group "
+    f"{next(g for g in big.groups('tp') if 500 in g)} is one node of 8 GPUs; its "
+    f"pipeline {next(g for g in big.groups('pp') if 500 in g)[:4]}... spans 16 nodes")
+
+shape = {1: (1, 1, 1), 2: (1, 2, 1), 4: (1, 2, 2), 8: (2, 2, 2)}.get(world.size,
+                                                                   (world.size, 1, 1))
+grid = parallel.Grid(*shape)
+say(f"\n2. GPT-mini on {grid.layout().splitlines()[0]}")
+config = GPTConfig(vocab_size=13, block_size=8, n_layer=2, n_head=4, d_model=16)
+rng = np.random.default_rng(0)
+batches = [(rng.integers(0, 13, (8, 8)), rng.integers(0, 13, (8, 8)))] * 5   # memorise one batch
+
+lz.manual_seed(0)
+dense = GPT(config)
+opt = optim.AdamW(dense.parameters(), lr=1e-2)
+curve = []
+for x, y in batches:
     opt.zero_grad()
+    loss = dense.loss(x, y)
     loss.backward()
     opt.step()
-    if step % 100 == 0:
-        print(f"step {step:3d}  loss {loss.item():.3f}")
-qat.eval()
-Q.disable_observer(qat)
-with lz.no_grad():
-    acc = float((qat(xs).data.argmax(1) == ts).mean())
-print(f"fake-quantized training accuracy {acc:.3f}")
-layer = qat.module[2]
-w = layer.weight_fake_quant(layer.weight).data
-steps = np.round(w / layer.weight_fake_quant.scale[:, None], 4)[:2, :6]
-print("second layer's fake-quantized weights, in steps of their channel's scale (whole\n"
-      "numbers; -128 and 127 are clipped: the moving-average observer lags weights that\n"
-      "grew fast under lr 0.03):\n", steps)
+    curve.append(loss.item())
+
+lz.manual_seed(0)
+gpt = parallel.GridGPT(config, grid, micro_batches=2)
+opt = optim.AdamW(gpt.parameters(), lr=1e-2)
+grid_curve = []
+for x, y in batches:
+    opt.zero_grad()
+    grid_curve.append(gpt.step(x, y))
+    opt.step()
+say("   step  one process  grid")
+for i, (a, b) in enumerate(zip(curve, grid_curve)):
+    say(f"   {i:>4}  {a:11.6f}  {b:.6f}")
+say(f"   largest difference {max(abs(a - b) for a, b in zip(curve, grid_curve)):.1e}")

@@ -51,7 +51,7 @@ for buckets in (None, [8, 16, 32]):
 
 # 3. The same model behind HTTP; a client request in the KServe v2 JSON form.
 with serving.Server({"digits": model}, port=0) as server:
-    request = {"id": "step54", "inputs": [{"name": "input__0", "shape": [2, 64],
+    request = {"id": "step60", "inputs": [{"name": "input__0", "shape": [2, 64],
                                            "datatype": "FP32", "data": images[:2].tolist()}]}
     print("POST /v2/models/digits/infer", json.dumps(request)[:90], "...")
     req = urllib.request.Request(f"{server.url}/v2/models/digits/infer",

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 17. INT8 quantization: observe, fake-quantize, convert
 #
-# This notebook follows `steps/step55.py` to `steps/step57.py`. We train LeNet-5 on
+# This notebook follows `steps/step57.py` to `steps/step59.py`. We train LeNet-5 on
 # scikit-learn's digits, quantize it to INT8 two ways -- post-training calibration (PTQ)
 # and quantization-aware training (QAT) -- and compare accuracy and size; then we ask
 # which layers suffer most (the per-layer sensitivity report) and keep the worst in

@@ -1,4 +1,4 @@
-"""Step 62: tensor parallelism -- one layer's weight split over several ranks.
+"""Step 54: tensor parallelism -- one layer's weight split over several ranks.
 
 Megatron-LM's observation: in an MLP ``Y = GELU(X A) B`` split ``A`` by *columns* and
 ``B`` by *rows*.  Rank r computes ``GELU(X A_r) B_r`` with no communication at all (GELU
@@ -9,10 +9,10 @@ contributions, one all-reduce.  Part 1 checks the algebra in one process with tw
 
 Part 2 uses the real layers (``ColumnParallelLinear``, ``RowParallelLinear``,
 ``VocabParallelEmbedding``, ``vocab_parallel_cross_entropy``) on the world: alone it is a
-world of one (every collective a copy), ``mpiexec -n 2 python steps/step62.py`` splits
+world of one (every collective a copy), ``mpiexec -n 2 python steps/step54.py`` splits
 the weights over two ranks and prints the same numbers.  The vocabulary (11 here) need not
 divide by the ranks: it is padded, and the padding is masked out of the loss.
-Run: python steps/step62.py
+Run: python steps/step54.py
 """
 import numpy as np
 

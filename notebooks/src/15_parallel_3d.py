@@ -1,8 +1,8 @@
 # %% [markdown]
 # # 18. Tensor, pipeline and 3D parallelism
 #
-# This notebook follows `steps/step62.py` (tensor parallelism), `steps/step63.py`
-# (pipeline schedules as data) and `steps/step64.py` (the process grid). A notebook is one
+# This notebook follows `steps/step54.py` (tensor parallelism), `steps/step55.py`
+# (pipeline schedules as data) and `steps/step56.py` (the process grid). A notebook is one
 # process, so (1) the tensor-parallel layers run in a one-process world, (2) a pipeline
 # schedule is built, simulated, checked and drawn -- no processes needed, it is data --,
 # (3) the pipeline and 3D examples are launched with `mpiexec` as subprocesses and the
