@@ -192,9 +192,8 @@ class _Pass:
             x.grad = self._owned(g)
         else:
             x.grad.data += g.data
-        if x._post_hooks:
-            for hook in list(x._post_hooks):
-                hook(x)
+        for hook in list(x._post_hooks or ()):
+            hook(x)
 
     def _owned(self, g):
         """``g``, copied unless its memory is fresh and writable: optimizers and clipping

@@ -38,27 +38,20 @@ class Function:
         inputs = _as_variables(inputs)
         cfg = get_config()
         hooks = cfg.function_hooks
-        if hooks:      # hooks may replace the inputs first (autocast inserts casts here)
-            for h in hooks:
-                inputs = h.transform_inputs(self, inputs)
-        record = cfg.enable_backprop
-        if record:
-            needs = tuple([x.requires_grad for x in inputs])
-            record = True in needs
-            self.needs_input_grad = needs if record else (False,) * len(inputs)
-        else:
-            self.needs_input_grad = (False,) * len(inputs)
+        for h in hooks:     # hooks may replace the inputs first (autocast inserts casts here)
+            inputs = h.transform_inputs(self, inputs)
+        needs = tuple([x.requires_grad for x in inputs]) if cfg.enable_backprop else ()
+        record = True in needs      # record only when some input wants a gradient
+        self.needs_input_grad = needs if record else (False,) * len(inputs)
         xs = [x.data for x in inputs]
 
-        if hooks:
-            for h in hooks:
-                h.forward_preprocess(self, xs)
+        for h in hooks:
+            h.forward_preprocess(self, xs)
         ys = self.forward(*xs)
         if not isinstance(ys, tuple):
             ys = (ys,)
-        if hooks:
-            for h in hooks:
-                h.forward_postprocess(self, xs)
+        for h in hooks:
+            h.forward_postprocess(self, xs)
 
         outputs = [Variable(y if type(y) is np.ndarray else as_array(y), requires_grad=record)
                    for y in ys]

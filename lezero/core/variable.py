@@ -1,10 +1,10 @@
 """``Variable`` (a node holding an array and its gradient) and ``Parameter``.
 
-Arithmetic operators and array methods (``+``, ``@``, ``x.sum()``, ``x.T`` ...) are attached
-by ``lezero.functions`` when the package is imported, so this file only knows the graph.
+This file knows the graph only.  What makes a Variable feel like an array -- operators
+and methods (``+``, ``@``, ``x.sum()``, ``x.T``), its repr, comparisons, ``item()``,
+devices, ``detach()`` -- is attached by ``lezero.functions.variable_methods`` when the
+package is imported.
 """
-import operator
-
 import numpy as np
 
 from lezero import cuda
@@ -36,16 +36,8 @@ def as_array(x, like=None):
     return arr
 
 
-def _is_extra(data):
-    """bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers."""
-    return data.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2")
-
-
-def _comparison(op):
-    def compare(self, other):
-        return Variable(op(self.data, other.data if isinstance(other, Variable) else other),
-                        requires_grad=False)
-    return compare
+# bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers too.
+_EXTRA = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
 class Variable:
@@ -63,7 +55,7 @@ class Variable:
     def __init__(self, data, name=None, requires_grad=True):
         if data is not None and type(data) is not np.ndarray:
             data = as_array(data)
-        elif data is not None and data.dtype.kind not in "biufc" and not _is_extra(data):
+        elif data is not None and data.dtype.kind not in "biufc" and data.dtype.name not in _EXTRA:
             raise TypeError(f"Variable: data of dtype {data.dtype} is not numeric")
         self.data = data
         self.name = name
@@ -80,36 +72,6 @@ class Variable:
     size = property(lambda self: self.data.size, doc="The number of elements of ``data``.")
     dtype = property(lambda self: self.data.dtype, doc="The dtype of ``data``.")
 
-    def __len__(self):
-        return len(self.data)
-
-    def __repr__(self):
-        if self.data is None:
-            return "variable(None)"
-        body = str(self.data).replace("\n", "\n" + " " * 9)
-        dtype = "" if self.data.dtype == np.float32 else f", dtype={self.data.dtype}"
-        return f"variable({body}{dtype})"
-
-    def item(self):
-        """The value of a one-element Variable as a Python number."""
-        return self.data.item()
-
-    def __bool__(self):
-        return bool(self.data)
-
-    def __float__(self):
-        return float(self.data)
-
-    def __int__(self):
-        return int(self.data)
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(cuda.as_numpy(self.data), dtype=dtype)
-
-    # Comparisons give constant (non-differentiable) boolean Variables, as in PyTorch.
-    __eq__, __ne__, __lt__, __le__, __gt__, __ge__ = (
-        _comparison(op) for op in (operator.eq, operator.ne, operator.lt, operator.le,
-                                   operator.gt, operator.ge))
     __hash__ = object.__hash__    # identity hashing, so Variables can key dicts and sets
 
     # ----- graph ----------------------------------------------------------------
@@ -128,9 +90,8 @@ class Variable:
         for name, flag in (("retain_grad", retain_grad), ("create_graph", create_graph)):
             if not isinstance(flag, (bool, np.bool_)):
                 # PyTorch's backward takes the upstream gradient first; here it is a keyword.
-                raise TypeError(f"backward: {name} must be a bool, got "
-                                f"{type(flag).__name__}; pass an upstream gradient as "
-                                f"backward(grad=...)")
+                raise TypeError(f"backward: {name} must be a bool, got {type(flag).__name__}; "
+                                "pass an upstream gradient as backward(grad=...)")
         _run([self], None if grad is None else [grad], retain_grad, create_graph, None)
 
     def register_hook(self, fn):
@@ -163,40 +124,11 @@ class Variable:
                     funcs.append(x.creator)
                     x.unchain()
 
-    def detach(self):
-        """A new constant Variable sharing this one's data, outside every graph."""
-        return Variable(self.data, name=self.name, requires_grad=False)
-
-    def requires_grad_(self, flag=True):
-        """Set ``requires_grad`` in place and return self."""
-        self.requires_grad = flag
-        return self
-
-    # ----- devices --------------------------------------------------------------
-    def to_cpu(self):
-        """Move data (and grad) to NumPy in place; returns self."""
-        if self.data is not None:
-            self.data = cuda.as_numpy(self.data)
-        if self.grad is not None:
-            self.grad.to_cpu()
-        return self
-
-    def to_gpu(self, device=None):
-        """Move data (and grad) to CuPy in place; returns self."""
-        if self.data is not None:
-            self.data = cuda.as_cupy(self.data, device)
-        if self.grad is not None:
-            self.grad.to_gpu(device)
-        return self
-
 
 class Parameter(Variable):
     """A Variable that a Module registers as trainable."""
 
     __slots__ = ("__dict__",)
-
-    def __repr__(self):
-        return "parameter" + super().__repr__()[8:]
 
 
 def as_variable(x):

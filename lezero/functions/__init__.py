@@ -19,7 +19,7 @@ from lezero.functions.pooling import *         # noqa: F401,F403
 from lezero.functions.attention import *       # noqa: F401,F403
 from lezero.functions.rnn import *             # noqa: F401,F403
 from lezero.functions.metrics import *         # noqa: F401,F403
-from lezero.functions import _methods as _m    # noqa: E402
+from lezero.functions import variable_methods as _m    # noqa: E402
 
 _m.install(__import__(__name__, fromlist=["*"]))
 del _m
