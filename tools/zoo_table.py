@@ -2,15 +2,16 @@
 
     python tools/zoo_table.py                 # run every example, then rewrite the table
     python tools/zoo_table.py --quick         # the budget mode: one epoch per run
-    python tools/zoo_table.py --no-run        # only rebuild the table from OUT/**/summary.json
+    python tools/zoo_table.py --no-run        # only rebuild the table from the recorded runs
     python tools/zoo_table.py --only vision   # runs whose example name contains "vision"
 
 Each ``examples/train_*.py`` is run as ``python examples/NAME.py ARGS --out DIR``: once,
 or once per entry of a module-level ``ZOO_RUNS = [[args...], ...]`` literal when the
 script defines one (a script covering several models).  Every run writes
-``DIR/summary.json`` through ``examples/_common.write_summary``; the table is built from
-those files alone (smoke runs are skipped), so every figure in it carries the command and
-the date of the run that measured it.  No number is typed by hand.
+``DIR/summary.json`` through ``examples/_common.write_summary``; each is archived as
+``docs/zoo_runs/<model>.json`` and the table is built from those records alone (smoke runs
+are skipped), so every figure in it carries the command and the date of the run that
+measured it.  No number is typed by hand.
 
 The table sits between the ``<!-- zoo-table:start -->`` and ``<!-- zoo-table:end -->``
 markers; the prose around it is kept.
@@ -29,6 +30,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 START, END = "<!-- zoo-table:start -->", "<!-- zoo-table:end -->"
 QUICK_ARGS = ["--epochs", "1"]
+# Runs are archived here (one JSON per model, committed): runs/ is local and not kept.
+ARCHIVE = os.path.join(ROOT, "docs", "zoo_runs")
 COLUMNS = ["model", "task", "data", "parameters", "result", "train time", "date", "command"]
 
 
@@ -81,15 +84,39 @@ def run_all(plans, timeout):
     return results
 
 
-def collect(out_root):
-    """Every non-smoke summary.json under ``out_root``, sorted by model name."""
-    rows = []
-    for path in sorted(glob.glob(os.path.join(out_root, "**", "summary.json"), recursive=True)):
-        with open(path, encoding="utf-8") as f:
-            summary = json.load(f)
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def collect(out_root, archive=None):
+    """Every non-smoke run: the summary.json files under ``out_root`` (fresh runs) and the
+    archived ones in ``archive``; a fresh run replaces the archived run of the same
+    command.  Sorted by task, then model."""
+    runs = {}
+    archived = sorted(glob.glob(os.path.join(archive, "*.json"))) if archive else []
+    fresh = sorted(glob.glob(os.path.join(out_root, "**", "summary.json"), recursive=True))
+    for path in archived + fresh:
+        summary = _read(path)
         if not summary.get("smoke"):
-            rows.append(summary)
-    return sorted(rows, key=lambda s: (s.get("task", ""), s.get("model", "")))
+            runs[_command(summary)] = summary
+    return sorted(runs.values(), key=lambda s: (s.get("task", ""), s.get("model", "")))
+
+
+def archive_runs(out_root, archive):
+    """Copy each fresh non-smoke summary into ``archive`` as ``<model>.json`` (the record
+    the table is rebuilt from after ``runs/`` is gone); returns the paths written."""
+    from lezero.utils.files import atomic_write
+    written = []
+    os.makedirs(archive, exist_ok=True)
+    for path in sorted(glob.glob(os.path.join(out_root, "**", "summary.json"), recursive=True)):
+        summary = _read(path)
+        if summary.get("smoke"):
+            continue
+        target = os.path.join(archive, f"{summary['model']}.json")
+        atomic_write(target, json.dumps(summary, indent=1) + "\n")
+        written.append(target)
+    return written
 
 
 def _command(summary):
@@ -157,6 +184,8 @@ def main(argv=None):
     p.add_argument("--only", help="run only the examples whose run name contains this")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per run")
     p.add_argument("--doc", default=os.path.join(ROOT, "docs", "model_zoo.md"))
+    p.add_argument("--archive", default=ARCHIVE,
+                   help="the folder of recorded runs (one JSON per model)")
     args = p.parse_args(argv)
     failed = []
     if args.run:
@@ -165,7 +194,9 @@ def main(argv=None):
     from lezero.utils.files import atomic_write
     with open(args.doc, encoding="utf-8") as f:
         text = f.read()
-    rows = collect(args.out_root)
+    if args.run:
+        archive_runs(args.out_root, args.archive)
+    rows = collect(args.out_root, args.archive)
     atomic_write(args.doc, replace_table(text, render(rows)))
     print(f"wrote {len(rows)} rows into {args.doc}" +
           (f"; failed runs: {', '.join(failed)}" if failed else ""))

@@ -107,9 +107,38 @@ def test_tool_runs_an_example_and_writes_the_table(tmp_path):
     doc.write_text(f"# zoo\n{zoo_table.START}\n{zoo_table.END}\n")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "zoo_table.py"),
                            "--quick", "--only", "train_mlp", "--out-root", str(tmp_path / "runs"),
-                           "--doc", str(doc)], cwd=ROOT, capture_output=True, text=True,
+                           "--doc", str(doc), "--archive", str(tmp_path / "archive")], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     text = doc.read_text()
     assert "| mlp | image classification |" in text
     assert "`python examples/train_mlp.py --epochs 1`" in text
+    with open(tmp_path / "archive" / "mlp.json") as f:       # the run is recorded
+        assert json.load(f)["command"].split()[1:3] == ["examples/train_mlp.py", "--epochs"]
+
+
+def test_a_fresh_run_replaces_the_recorded_run_of_the_same_command(tmp_path):
+    _summary(tmp_path / "runs" / "a", value=0.97, date="2026-12-04")
+    _summary(tmp_path / "runs" / "b", model="other", command="python examples/train_o.py")
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    old = {"model": "m", "task": "image classification", "data": "digits", "metric": "test_acc",
+           "value": 0.5, "seconds": 1, "date": "2026-12-01",
+           "command": "python examples/train_m.py --epochs 2"}
+    (archive / "m.json").write_text(json.dumps(old))
+    (archive / "kept.json").write_text(json.dumps(dict(old, model="kept",
+                                                       command="python examples/train_k.py")))
+    rows = zoo_table.collect(str(tmp_path / "runs"), str(archive))
+    assert sorted((r["model"], r["value"]) for r in rows) == [
+        ("kept", 0.5), ("m", 0.97), ("other", 0.9512)]
+    written = zoo_table.archive_runs(str(tmp_path / "runs"), str(archive))
+    assert sorted(os.path.basename(w) for w in written) == ["m.json", "other.json"]
+    assert json.loads((archive / "m.json").read_text())["value"] == 0.97
+
+
+def test_every_recorded_run_is_in_the_table():
+    rows = zoo_table.collect("/nonexistent", zoo_table.ARCHIVE)
+    with open(DOC, encoding="utf-8") as f:
+        table = f.read().split(zoo_table.START, 1)[1].split(zoo_table.END, 1)[0]
+    assert zoo_table.render(rows) == table.lstrip("\n"), \
+        "docs/model_zoo.md is stale: run `python tools/zoo_table.py --no-run`"
