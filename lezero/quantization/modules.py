@@ -13,7 +13,7 @@ import numpy as np
 from lezero import cuda
 from lezero.nn import Module
 from lezero.quantization import ops
-from lezero.quantization.qparams import qrange
+from lezero.quantization.qparams import is_symmetric, qrange
 from lezero.quantization.qtensor import expect_quantized, make_qtensor
 from lezero.quantization.reference import pack_weight
 
@@ -131,11 +131,14 @@ class _QuantProduct(QuantModule):
 
     relu = False
 
-    def _set_weight(self, w_q, w_scale, w_zp, bias):
+    def _set_weight(self, w_q, w_scale, w_zp, bias, symmetric=True):
         self.register_buffer("weight", w_q)
         self.register_buffer("weight_scale", np.asarray(w_scale, np.float32))
-        # zero points in the weight's own dtype: each lies in its range, one byte apiece
-        self.register_buffer("weight_zero_point", np.asarray(w_zp).astype(w_q.dtype))
+        # Zero points in the weight's own dtype: each lies in its range, one byte apiece.
+        # A symmetric scheme's are 0 by definition: the kernels and the ONNX export read
+        # them, but they are not saved (the default qconfig is symmetric per channel).
+        self.register_buffer("weight_zero_point", np.asarray(w_zp).astype(w_q.dtype),
+                             persistent=not symmetric)
         self.register_buffer("bias", None if bias is None else np.asarray(bias, np.float32))
         self._cache_key, self._cache = None, {}
 
@@ -185,7 +188,8 @@ class QuantLinear(_QuantProduct):
         layer, weight, bias, observer = _float_weight(mod)
         scale, zp, dtype, lo, hi = output_qparams(mod.activation_post_process)
         new = cls(layer.in_features, layer.out_features, bias is not None, dtype)
-        new._set_weight(*quantize_weight(weight, observer), bias)
+        new._set_weight(*quantize_weight(weight, observer), bias,
+                        is_symmetric(observer.qscheme))
         new._set_output(scale, zp, dtype, lo, hi)
         return new
 
@@ -243,7 +247,8 @@ class QuantConv2d(_QuantProduct):
         scale, zp, dtype, lo, hi = output_qparams(mod.activation_post_process)
         new = cls(layer.in_channels, layer.out_channels, layer.kernel_size, layer.stride,
                   _conv_padding(layer), layer.dilation, layer.groups, bias is not None, dtype)
-        new._set_weight(*quantize_weight(weight, observer), bias)
+        new._set_weight(*quantize_weight(weight, observer), bias,
+                        is_symmetric(observer.qscheme))
         new._set_output(scale, zp, dtype, lo, hi)
         return new
 
