@@ -1,13 +1,13 @@
 """``torch.Tensor``'s methods on ``Variable``: ``to``, ``cpu``/``cuda``, ``float``/``double``/
-``half``, ``type_as``, ``view``, ``unsqueeze``, ``permute``, ``clone``, ``clamp``, ``size()``.
+``half``, ``type_as``, ``view``, ``unsqueeze``, ``permute``, ``clone``, ``clamp``.
 
 Installed by ``variable_methods.install``.  Unlike ``to_cpu``/``to_gpu`` (Chainer's, in
 place), these follow PyTorch: they return a Variable (``self`` when nothing changes) and
 are differentiable, so ``x.half()`` or ``x.to("cuda")`` sits in the graph and the gradient
 flows back to ``x`` in its own dtype and on its own device.
 
-``x.size`` stays DeZero's element count, but it is a callable int: ``x.size()`` is the
-shape and ``x.size(d)`` the extent of axis ``d``, as in PyTorch (docs/pytorch_manners.md).
+``x.size`` stays DeZero's element count (a property); PyTorch's ``x.size(d)`` is
+``x.shape[d]`` here, and ``x.numel()`` the count (docs/pytorch_manners.md says why).
 """
 import numpy as np
 
@@ -171,32 +171,6 @@ def clamp(self, min=None, max=None):
     return clip(self, min, max)
 
 
-class Size(int):
-    """The element count (an int, DeZero's ``x.size``) that can also be called as
-    PyTorch's ``x.size()`` (the shape) or ``x.size(d)`` (the extent of axis ``d``)."""
-
-    def __new__(cls, shape, count):
-        self = super().__new__(cls, count)
-        self.shape = shape
-        return self
-
-    def __call__(self, dim=None):
-        if dim is None:
-            return self.shape
-        ndim = len(self.shape)
-        if ndim == 0:
-            raise ValueError(f"size: a 0-d Variable has no axis {dim!r}")
-        return self.shape[check_int("size", "dim", dim, low=-ndim, high=ndim - 1)]
-
-    def __reduce__(self):           # pickles (and copies) as the plain int it is
-        return int, (int(self),)
-
-
-def _size(self):
-    data = self.data
-    return Size(data.shape, data.size)
-
-
 def install(V):
     """Attach the methods above to ``Variable`` (``V``)."""
     for fn in (to, cpu, type_as, view, unsqueeze, permute, clone, clamp):
@@ -205,4 +179,3 @@ def install(V):
     for name in ("float16", "float32", "float64"):
         torch_name = {"float16": "half", "float32": "float", "float64": "double"}[name]
         setattr(V, torch_name, _dtype_method(name))
-    V.size = property(_size, doc=Size.__doc__)

@@ -1,7 +1,4 @@
 """``torch.Tensor``'s methods on Variable (``lezero.functions.tensor_methods``)."""
-import copy
-import pickle
-
 import numpy as np
 import pytest
 import torch
@@ -43,8 +40,6 @@ def test_to_takes_torch_forms():
     (lambda x: x.to(-1), ValueError, r"device must be >= 0"),
     (lambda x: x.type_as(np.zeros(2)), TypeError, r"type_as: other must be a Variable"),
     (lambda x: x.permute(), TypeError, r"permute: give the order"),
-    (lambda x: x.size(3), ValueError, r"size: dim must be <= 2"),
-    (lambda x: x.size(1.0), TypeError, r"size: dim must be an int"),
 ])
 def test_bad_arguments_name_the_method(call, error, match):
     with pytest.raises(error, match=match):
@@ -82,14 +77,13 @@ def test_clone_is_a_differentiable_copy():
     check_double_backward(lambda v: v.clone() * v, A[0])
 
 
-def test_size_is_the_count_and_callable_like_torch():
-    x, t = lz.Variable(A), torch.tensor(A)
-    assert x.size == 24 and x.size + 1 == 25 and isinstance(x.size, int)
-    assert x.size() == tuple(t.size()) and x.size(1) == t.size(1) and x.size(-1) == t.size(-1)
-    assert f"{x.size:,}" == "24" and x.numel() == 24
-    assert type(pickle.loads(pickle.dumps(x.size))) is int and copy.copy(x.size) == 24
-    with pytest.raises(ValueError, match="0-d"):
-        lz.Variable(np.float32(1.0)).size(0)
+def test_size_stays_deZeros_count_a_plain_int():
+    # A callable int subclass would give torch's x.size(d), but NumPy treats an int
+    # subclass as int64 rather than a weak Python scalar: loss / x.size became float64.
+    x = lz.Variable(A)
+    assert type(x.size) is int and x.size == 24 == x.numel()
+    assert x.shape[1] == torch.tensor(A).size(1)
+    assert (lz.Variable(A) / x.size).dtype == np.float32
 
 
 @pytest.mark.gpu
