@@ -62,7 +62,12 @@ def parse_to(where, args, device=None, dtype=None):
         elif _is_device(arg):
             device = arg
         else:
-            dtype = arg
+            try:
+                dtype = parse_dtype(where, arg)
+            except TypeError:
+                raise TypeError(f"{where}: expected a device ('cpu', 'cuda', 'cuda:N') or a "
+                                f"dtype (np.float32, 'float16', ...), got {describe(arg)}"
+                                ) from None
     return (None if device is None else parse_device(where, device),
             None if dtype is None else parse_dtype(where, dtype))
 

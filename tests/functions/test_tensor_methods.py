@@ -34,7 +34,8 @@ def test_to_takes_torch_forms():
 
 
 @pytest.mark.parametrize("call,error,match", [
-    (lambda x: x.to("tpu"), TypeError, r"Variable.to: expected a dtype"),
+    (lambda x: x.to("tpu"), TypeError, r"Variable.to: expected a device .* or a dtype"),
+    (lambda x: x.to(dtype="tpu"), TypeError, r"Variable.to: expected a dtype"),
     (lambda x: x.to("cuda:x"), ValueError, r"device must be 'cpu', 'cuda' or 'cuda:N'"),
     (lambda x: x.to("cpu", "float32", "x"), TypeError, r"at most a device and a dtype"),
     (lambda x: x.to(-1), ValueError, r"device must be >= 0"),
