@@ -7,7 +7,8 @@
   A Python list or tuple of numbers becomes an array the way ``Variable`` converts data
   (floats to float32); a float64 array or Variable given to a module whose parameters are
   float32 (float16...) is cast to the parameters' dtype, with one warning per layer type
-  and pair of dtypes.  PyTorch raises there; LeZero casts so that NumPy's float64 default
+  and pair of dtypes (not when the first parameter is an embedding's: a model fed
+  indices reports float indices itself).  PyTorch raises there; LeZero casts so that NumPy's float64 default
   (``np.random.rand``) keeps working, and says so once.
 """
 import warnings
@@ -57,8 +58,12 @@ def _is_numbers(value):
 
 
 def _parameter_dtype(module):
-    for p in module.parameters():
-        return p.data.dtype
+    """The dtype of the first parameter, or None when it belongs to a layer that takes
+    indices (an embedding: a float input there is an error it reports, not data to cast)."""
+    for m in module.modules():
+        for p in m._parameters.values():
+            if p is not None:
+                return None if getattr(m, "takes_indices", False) else p.data.dtype
     return None
 
 

@@ -153,3 +153,19 @@ def test_a_list_of_variables_is_passed_through_with_its_graph():
     a = lz.Variable(np.ones(2, np.float32))
     Joiner()([a, a]).sum().backward()
     np.testing.assert_allclose(a.grad.data, [2.0, 2.0])
+
+
+def test_float_indices_into_an_embedding_model_get_its_own_error_and_no_cast_warning():
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.out = nn.Embedding(5, 2), nn.Linear(2, 3)
+
+        def forward(self, ids):
+            return self.out(self.emb(ids))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match=r"Embedding: .*integer.*float64"):
+            Tagger()(np.array([0.0, 1.0]))
+        assert Tagger()(np.array([0, 1])).dtype == np.float32
