@@ -38,16 +38,7 @@ def cast_floating(module, dtype, where):
     def convert(a):
         return a.astype(dtype) if is_floating(a.dtype) and a.dtype != dtype else a
 
-    for m in module.modules():
-        for p in m._parameters.values():
-            if p is not None:
-                p.data = convert(p.data)
-                if p.grad is not None:
-                    p.grad.data = convert(p.grad.data)
-        for name, b in m._buffers.items():
-            if b is not None:
-                m._buffers[name] = convert(b)
-    return module
+    return module._move(convert)      # parameters, their gradients, buffers: in place
 
 
 def _is_numbers(value):
