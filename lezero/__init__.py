@@ -13,12 +13,16 @@ from lezero import kernels
 from lezero import functions
 from lezero import utils
 from lezero.utils.profiling import TimerHook
+from lezero.creation import *              # noqa: F401,F403  (torch's constructors)
+from lezero.creation import __all__ as _creation
+from lezero.grad_mode import inference_mode, is_grad_enabled, set_grad_enabled
 
 __version__ = "0.1.0"
 
 __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_grad",
            "enable_grad", "test_mode", "grad", "manual_seed", "get_rng", "FunctionHook",
-           "TimerHook", "as_array", "as_variable", "cuda", "functions", "utils"]
+           "TimerHook", "as_array", "as_variable", "cuda", "functions", "utils",
+           "inference_mode", "is_grad_enabled", "set_grad_enabled"] + list(_creation)
 
 # Subpackages and names that pull in more code load on first use, keeping import light.
 _LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "distributed",

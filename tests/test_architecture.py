@@ -19,7 +19,7 @@ FLOORS = [
     ("engine", ("lezero.core",)),
     ("utils", ("lezero.utils",)),
     ("kernels", ("lezero.kernels",)),
-    ("functions", ("lezero.functions",)),
+    ("functions", ("lezero.functions", "lezero.creation", "lezero.grad_mode")),
     ("nn", ("lezero.nn",)),
     ("optim and data", ("lezero.optim", "lezero.data")),
     ("subsystems", ("lezero.amp", "lezero.checkpoint", "lezero.quantization",

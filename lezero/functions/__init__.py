@@ -19,6 +19,7 @@ from lezero.functions.pooling import *         # noqa: F401,F403
 from lezero.functions.attention import *       # noqa: F401,F403
 from lezero.functions.rnn import *             # noqa: F401,F403
 from lezero.functions.metrics import *         # noqa: F401,F403
+from lezero.functions.aliases import *         # noqa: F401,F403  (cat, clamp: not counted)
 from lezero.functions import variable_methods as _m    # noqa: E402
 
 _m.install(__import__(__name__, fromlist=["*"]))

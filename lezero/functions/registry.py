@@ -9,6 +9,7 @@ name, family, differentiability and kernels.  ``docs/operators.md`` is generated
 import argparse
 import dataclasses
 
+from lezero.functions.torch_names import accept_torch_names
 from lezero.utils.files import atomic_write
 
 CATEGORIES = ("math", "reduction", "shape", "linalg", "activation", "loss", "conv", "pooling",
@@ -33,18 +34,24 @@ REGISTRY = {}
 
 def register(category, name=None, differentiable=True, double_differentiable=None,
              kernels=("numpy", "cupy"), notes="", **extra):
-    """Decorator recording an operator wrapper in ``REGISTRY`` (returns it unchanged)."""
+    """Decorator recording an operator wrapper in ``REGISTRY``.
+
+    Returns the wrapper itself, or (when it has an ``axis``-like parameter) a thin wrapper
+    that also accepts PyTorch's keyword (``dim=``, ``keepdim=``...: ``torch_names``)."""
     if category not in CATEGORIES:
         raise ValueError(f"register: unknown category {category!r}; expected one of {CATEGORIES}")
 
     def deco(fn):
         op = name or fn.__name__
-        if op in REGISTRY and REGISTRY[op].fn is not fn:
+        if op in REGISTRY and REGISTRY[op].fn not in (fn, getattr(fn, "torch_aliased", None)):
             raise ValueError(f"register: operator {op!r} is registered twice")
         dd = differentiable if double_differentiable is None else double_differentiable
+        public = accept_torch_names(fn, op)
+        if public is not fn:
+            fn.torch_aliased = public
         REGISTRY[op] = OpInfo(op, category, differentiable, dd, tuple(kernels), notes,
-                              dict(extra), fn)
-        return fn
+                              dict(extra), public)
+        return public
     return deco
 
 
@@ -104,3 +111,17 @@ def main(argv=None):
         print(f"{'total':<14}{len(ops):>5}")
     return 0
 
+
+
+# PyTorch's names for registered operators (``F.cat`` is ``F.concatenate``): exported from
+# ``lezero.functions`` but not counted as operators.  ``{alias: operator name}``.
+ALIASES = {}
+
+
+def alias(name, target, fn):
+    """Record ``name`` as PyTorch's spelling of the operator ``target``; returns ``fn``
+    (the operator itself, or a thin adapter taking PyTorch's argument names)."""
+    if name in REGISTRY:
+        raise ValueError(f"alias: {name!r} is an operator, not an alias")
+    ALIASES[name] = target
+    return fn

@@ -9,7 +9,9 @@ The core (``lezero.core.variable``) knows the graph only.  ``install(F)``, calle
   ``int``, ``np.asarray(x)``, comparisons (constant boolean Variables, as in PyTorch);
 - PyTorch's names for the same things (``numel``, ``dim``, ``is_leaf``, ``device``,
   ``numpy``, ``tolist``, ``detach``, ``requires_grad_``);
-- devices: ``to_cpu``/``to_gpu`` (in place, Chainer's way).
+- devices: ``to_cpu``/``to_gpu`` (in place, Chainer's way);
+- ``torch.Tensor``'s methods that return a new Variable (``to``, ``float``, ``view``,
+  ``permute``, ``clone``, ``size()``...): ``lezero.functions.tensor_methods``.
 """
 import operator
 
@@ -17,6 +19,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Parameter, Variable
+from lezero.functions import tensor_methods
 
 # Operators whose first argument is the Variable itself: x.name(*args) == F.name(x, *args).
 METHODS = (
@@ -174,6 +177,7 @@ def install(F):
     _install_shape_methods(V, F)
     for name in METHODS:
         setattr(V, name, getattr(F, name))
+    tensor_methods.install(V)
 
 
 _DUNDERS = {"__len__", "__repr__", "__bool__", "__float__", "__int__",

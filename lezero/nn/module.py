@@ -11,6 +11,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Parameter, Variable
+from lezero.nn import module_manners
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -117,6 +118,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
+        # Number lists become arrays; float64 data meets float32 weights as float32.
+        args = module_manners.prepare_inputs(self, args)
         for hook in list(self._forward_pre_hooks.values()):
             out = hook(self, args)
             if out is not None:
@@ -306,6 +309,47 @@ class Module:
     def to_cpu(self):
         """Move parameters and buffers to NumPy; returns self."""
         return self._move(cuda.as_numpy)
+
+    # PyTorch's names: in place, returning self, like torch.nn.Module.
+    def to(self, *args, device=None, dtype=None):
+        """Move and/or cast in place: ``m.to("cuda")``, ``m.to(np.float16)``,
+        ``m.to("cpu", "float64")``; only floating parameters and buffers change dtype."""
+        from lezero.functions.tensor_methods import parse_to
+        device, dtype = parse_to(f"{type(self).__name__}.to", args, device, dtype)
+        if device is not None:
+            self.to_cpu() if device == "cpu" else self.to_gpu(device)
+        if dtype is not None:
+            module_manners.cast_floating(self, dtype, f"{type(self).__name__}.to")
+        return self
+
+    def cpu(self):
+        """``to_cpu()``."""
+        return self.to_cpu()
+
+    def cuda(self, device=None):
+        """``to_gpu(device)`` (CUDA device 0 by default)."""
+        return self.to_gpu(device)
+
+    def half(self):
+        """Cast floating parameters and buffers to float16; returns self."""
+        return self.to(dtype=np.float16)
+
+    def float(self):
+        """Cast floating parameters and buffers to float32; returns self."""
+        return self.to(dtype=np.float32)
+
+    def double(self):
+        """Cast floating parameters and buffers to float64; returns self."""
+        return self.to(dtype=np.float64)
+
+    def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` on every parameter (freeze with False); returns self."""
+        if not isinstance(requires_grad, bool):
+            raise TypeError(f"requires_grad_: requires_grad must be a bool, got "
+                            f"{type(requires_grad).__name__}")
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
 
     # ----- printing --------------------------------------------------------------------
     def extra_repr(self):

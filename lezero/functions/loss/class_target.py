@@ -167,7 +167,8 @@ def prepare(op, input, target, weight, ignore_index, allow_probs):
     if t.dtype.kind == "f" and allow_probs:
         if t.shape != x.shape:
             raise ValueError(f"{op}: a probability target must have the input's shape "
-                             f"{x.shape}, got {t.shape}")
+                             f"{x.shape}, got {t.shape}; class indices must be integers "
+                             "(pass target.astype(np.int64))")
         if t.dtype != x.dtype:
             raise TypeError(f"{op}: probability target has dtype {t.dtype} but input has "
                             f"dtype {x.dtype}")

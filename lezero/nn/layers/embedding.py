@@ -14,6 +14,8 @@ class _LookupTable(Module):
     """What Embedding and EmbeddingBag share: a (num_embeddings, embedding_dim) ``weight``
     initialised N(0, 1), with an optional all-zero ``padding_idx`` row and ``max_norm``."""
 
+    takes_indices = True      # Module.__call__ leaves float inputs alone (module_manners)
+
     def _setup(self, name, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
                _weight):
         check_positive_ints(name, num_embeddings=num_embeddings, embedding_dim=embedding_dim)
