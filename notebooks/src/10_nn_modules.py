@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 11. Layers, optimizers and training loops with `lezero.nn`
+# # 10. Layers, optimizers and training loops with `lezero.nn`
 #
 # This notebook follows steps 32, 33, 34 and 37. Models are now built from `nn` layers
 # (PyTorch's names, arguments and parameter layouts), trained by `lezero.optim`
