@@ -1,7 +1,8 @@
-"""Every figure in docs/*.md carries the command that measured it and the date.
+"""Every figure in docs/*.md (and README.md) carries the command that measured it and
+the date.
 
 The rule (docs/testing.md, "Figures in docs/ carry their command"), applied to every
-page in docs/, including pages written after this test:
+page in docs/, including pages written after this test, and to the README:
 
 * A *figure* is a number followed by a percent sign, a unit of time (ns, us, µs, ms, s,
   min), a data rate (KB/s, MB/s, GB/s, GFLOP/s) or a ratio sign (``2.4x``, ``3×``; not
@@ -22,7 +23,8 @@ import re
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PAGES = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+# docs/ and the README, the first page a newcomer reads
+PAGES = sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))) + [os.path.join(ROOT, "README.md")]
 
 FIGURE = re.compile(r"(?<![\w.\-/])\d[\d,]*(?:\.\d+)?\s?"
                     r"(?:%|(?:ns|us|µs|ms|s|min|[KMG]B/s|[GT]FLOP/s)\b|(?:x|×)(?![\w×]|\s?\d))")
@@ -116,4 +118,4 @@ def test_the_rule_flags_a_bare_figure_and_passes_a_measured_one():
 def test_every_page_is_checked():
     """The rule reads every page in docs/, so a new page is held to it as it lands."""
     names = {os.path.basename(p) for p in PAGES}
-    assert {"model_zoo.md", "benchmarks.md", "architecture.md"} <= names
+    assert {"model_zoo.md", "benchmarks.md", "architecture.md", "README.md"} <= names
