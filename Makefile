@@ -60,7 +60,7 @@ zoo-table: install-test
 
 # Rebuild every notebook from notebooks/src/ (executes each one: a few minutes in all).
 notebooks: $(VENV)/.installed-notebooks
-	MPLBACKEND=Agg $(PY) tools/make_notebook.py notebooks/src/*.py
+	$(PY) tools/make_notebook.py notebooks/src/*.py
 
 # Open the notebooks in JupyterLab.
 jupyter: $(VENV)/.installed-notebooks

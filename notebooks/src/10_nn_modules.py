@@ -193,6 +193,19 @@ ax1.legend(fontsize=8); ax1.grid(alpha=0.3); ax1.set_title("accuracy (evaluation
 plt.show()
 
 # %% [markdown]
+# One run's history alone is what `lz.utils.plot_history` draws: it takes a dict of lists
+# (as here) or the list of per-epoch dicts that the example scripts' `fit` returns, puts
+# losses on one panel and accuracies on another, and writes a PNG when given a path
+# (atomically; the examples write `OUT/history.png` this way).
+
+# %%
+fig = lz.utils.plot_history(digit_runs["batch norm + dropout 0.3"][1],
+                            title="batch norm + dropout 0.3")
+plotted = {line.get_label(): list(line.get_ydata()) for ax in fig.axes for line in ax.lines}
+print("plotted exactly the history:", plotted == digit_runs["batch norm + dropout 0.3"][1])
+fig
+
+# %% [markdown]
 # ### Forgetting `eval()`
 # In training mode dropout keeps dropping units and batch norm normalises with the
 # statistics of whatever batch it is given, so test accuracy becomes noisy and depends on
