@@ -225,8 +225,8 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
     for key, m in modules.items():
         name = "model.npz" if len(modules) == 1 else f"{key}.npz"
         m.save(os.path.join(args.out, name))
-    write_history(args.out, history)
-    print(f"wrote {ckpt}, the weights and the training curves (history.png) to {args.out}")
+    write_history(args.out, history, plot=not args.smoke)
+    print(f"wrote {ckpt}, the weights and the history (json, png) to {args.out}")
     return history
 
 
@@ -251,11 +251,12 @@ def show_metrics(bar, metrics):
         bar.set_postfix_str(format_metrics(metrics), refresh=True)
 
 
-def write_history(out, history):
+def write_history(out, history, plot=True):
     """``OUT/history.json`` and, when there is something to draw, ``OUT/history.png``
-    (``lezero.utils.plot_history``), both written atomically."""
+    (``lezero.utils.plot_history``), both written atomically.  ``plot=False`` (smoke
+    runs) skips the PNG: importing matplotlib costs a smoke run a second or two."""
     write_json(os.path.join(out, "history.json"), history)
-    if history:
+    if history and plot:
         lz.utils.plot_history(history, os.path.join(out, "history.png"))
 
 

@@ -94,7 +94,7 @@ def run(args, world, train_epoch, describe):
         say(world, f"after epoch {len(history)}/{args.epochs}: {format_metrics(history[-1])}")
     seconds = time.perf_counter() - start
     if world.rank == 0:
-        write_history(args.out, history)
+        write_history(args.out, history, plot=not args.smoke)
         write_summary(args, seconds=seconds, ranks=world.size, **describe(history))
     return history
 
