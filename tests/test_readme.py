@@ -78,3 +78,18 @@ def test_readme_points_inside_the_checkout():
     assert "docs/architecture.md" in local
     missing = [link for link in local if not os.path.exists(os.path.join(ROOT, link))]
     assert not missing, f"README links outside the checkout or to nothing: {missing}"
+
+
+def test_make_notebooks_installs_what_notebooks_need_and_no_torch():
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as f:
+        setup = f.read()
+    deps = re.search(r"NOTEBOOK_DEPS = \[(.*?)\]", setup, re.S).group(1)
+    names = {re.split(r"[<>=\[]", d.strip().strip('"'))[0] for d in deps.split(",") if d.strip()}
+    assert {"jupyterlab", "nbclient", "nbformat", "ipykernel", "matplotlib"} <= names
+    assert not {"torch", "torchvision", "transformers"} & names
+    assert '"notebooks": NOTEBOOK_DEPS' in setup
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as f:
+        make = f.read()
+    rule = re.search(r"^notebooks:.*?\n((?:\t.*\n)+)", make, re.M).group(1)
+    assert "tools/make_notebook.py notebooks/src/*.py" in rule
+    assert '.[notebooks' in make and re.search(r"^jupyter:.*\n\t.*jupyter lab", make, re.M)
