@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test install install-test bench clean ops-count docs budgets zoo-table
+.PHONY: demo test install install-test bench clean ops-count docs budgets zoo-table notebooks jupyter
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,13 @@ $(VENV)/.installed: $(PY) setup.py
 
 $(VENV)/.installed-test: $(VENV)/.installed setup.py
 	$(PIP) install -e ".[dev,mpi,onnx,serve,amp]"
+	touch $@
+
+# Notebooks: Jupyter itself plus the extras some notebooks run (MPI for 13 and 15, ONNX
+# for 14, the server for 17, bfloat16 storage for 12).  No torch: notebook 08 skips its
+# PyTorch comparison when torch is absent.
+$(VENV)/.installed-notebooks: $(VENV)/.installed setup.py
+	$(PIP) install -e ".[notebooks,mpi,onnx,serve,amp]"
 	touch $@
 
 install: $(VENV)/.installed
@@ -50,6 +57,14 @@ docs: install
 # summary.json files; `make zoo-table ZOO_FLAGS=--quick` is the budget mode (one epoch each).
 zoo-table: install-test
 	$(PY) tools/zoo_table.py $(ZOO_FLAGS)
+
+# Rebuild every notebook from notebooks/src/ (executes each one: a few minutes in all).
+notebooks: $(VENV)/.installed-notebooks
+	$(PY) tools/make_notebook.py notebooks/src/*.py
+
+# Open the notebooks in JupyterLab.
+jupyter: $(VENV)/.installed-notebooks
+	$(VENV)/bin/jupyter lab notebooks/
 
 bench: install-test
 	$(PY) benchmarks/run_all.py

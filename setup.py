@@ -26,6 +26,10 @@ TEST_DEPS = [
     "ipykernel",
     "matplotlib",
 ]
+# Opening and rebuilding notebooks/: `make notebooks` (execute every one with
+# tools/make_notebook.py) and `make jupyter` (open them).  Checked with pip --dry-run:
+# none of these pulls torch.
+NOTEBOOK_DEPS = ["jupyterlab>=4", "nbclient", "nbformat", "ipykernel", "matplotlib"]
 MPI_DEPS = ["mpi4py>=3.1", "mpich"]
 ONNX_DEPS = ["onnx>=1.15", "onnxruntime>=1.17", "ml_dtypes>=0.3"]
 # httptools: uvicorn's C HTTP parser (uvicorn uses it when installed; without it the
@@ -60,6 +64,7 @@ setup(
         "serve": SERVE_DEPS,
         "amp": ["ml_dtypes>=0.3"],   # bfloat16 storage on the CPU
         "mutate": ["mutmut>=3"],
+        "notebooks": NOTEBOOK_DEPS,
         "all": TEST_DEPS + MPI_DEPS + ONNX_DEPS + SERVE_DEPS,
     },
 )

@@ -207,8 +207,9 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
     ckpt = os.path.join(args.out, "checkpoint.npz")
     stop = args.epochs if args.stop_after is None else min(args.epochs,
                                                              start + args.stop_after)
+    bar = epoch_progress(start, stop, args.epochs)
     with thread_limit(args.threads):
-        for epoch in range(start, stop):
+        for epoch in bar:
             t0 = time.perf_counter()
             for m in modules.values():
                 m.train()
@@ -218,15 +219,45 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
             metrics["seconds"] = round(time.perf_counter() - t0, 3)
             history.append(metrics)
             save_checkpoint(ckpt, modules, optimizers, schedulers, epoch + 1, history)
-            shown = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in metrics.items())
-            print(f"epoch {epoch + 1}/{args.epochs}  {shown}", flush=True)
+            show_metrics(bar, metrics)
+    if history:
+        print(f"after epoch {len(history)}/{args.epochs}: {format_metrics(history[-1])}")
     for key, m in modules.items():
         name = "model.npz" if len(modules) == 1 else f"{key}.npz"
         m.save(os.path.join(args.out, name))
-    write_json(os.path.join(args.out, "history.json"), history)
-    print(f"wrote {ckpt} and the weights to {args.out}")
+    write_history(args.out, history, plot=not args.smoke)
+    print(f"wrote {ckpt}, the weights and the history (json, png) to {args.out}")
     return history
+
+
+def epoch_progress(start, stop, total, disable=False):
+    """The run's progress bar over epochs ``[start, stop)`` of ``total`` (on stderr, as
+    ``lezero.demo`` draws it); the latest epoch's metrics go beside it (``show_metrics``)
+    instead of a printed line per epoch."""
+    from lezero.data.progress import progress
+    return progress(range(start, stop), total=total, initial=start, desc="epochs",
+                    unit="epoch", disable=disable, file=sys.stderr, dynamic_ncols=True)
+
+
+def format_metrics(metrics):
+    """``loss 0.1234  test_acc 0.9712  seconds 1.2``: one epoch's metrics on one line."""
+    return "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in metrics.items())
+
+
+def show_metrics(bar, metrics):
+    """Put one epoch's metrics beside the epoch bar."""
+    if hasattr(bar, "set_postfix_str"):          # tqdm (the plain fallback has no postfix)
+        bar.set_postfix_str(format_metrics(metrics), refresh=True)
+
+
+def write_history(out, history, plot=True):
+    """``OUT/history.json`` and, when there is something to draw, ``OUT/history.png``
+    (``lezero.utils.plot_history``), both written atomically.  ``plot=False`` (smoke
+    runs) skips the PNG: importing matplotlib costs a smoke run a second or two."""
+    write_json(os.path.join(out, "history.json"), history)
+    if history and plot:
+        lz.utils.plot_history(history, os.path.join(out, "history.png"))
 
 
 def mean(values):

@@ -10,7 +10,8 @@ import time
 import lezero as lz
 from lezero import parallel
 
-from _common import check_args, make_parser, thread_limit, write_json, write_summary
+from _common import (check_args, epoch_progress, format_metrics, make_parser, show_metrics,
+                     thread_limit, write_history, write_summary)
 
 
 def ddp_parser(name, description, epochs, batch_size, lr):
@@ -55,8 +56,9 @@ def run_epochs(args, world, dp, opt, sched, train_epoch, evaluate):
         say(world, f"resumed from {args.resume} after epoch {start}")
     stop = args.epochs if args.stop_after is None else min(args.epochs, start + args.stop_after)
     ckpt = os.path.join(args.out, "checkpoint.npz")
+    bar = epoch_progress(start, stop, args.epochs, disable=world.rank != 0)
     with thread_limit(args.threads):
-        for epoch in range(start, stop):
+        for epoch in bar:
             t0 = time.perf_counter()
             dp.train()
             metrics = dict(train_epoch(epoch))
@@ -68,9 +70,9 @@ def run_epochs(args, world, dp, opt, sched, train_epoch, evaluate):
                                             "scheduler": sched.state_dict(),
                                             "epoch": epoch + 1, "history": history},
                                      world, rng=True)
-            shown = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in metrics.items())
-            say(world, f"epoch {epoch + 1}/{args.epochs}  {shown}")
+            show_metrics(bar, metrics)
+    if history:
+        say(world, f"after epoch {len(history)}/{args.epochs}: {format_metrics(history[-1])}")
     return history
 
 
@@ -81,8 +83,8 @@ def finish(args, world, dp, history, **summary):
     if world.rank != 0:
         return
     dp.module.save(os.path.join(args.out, "model.npz"))
-    write_json(os.path.join(args.out, "history.json"), history)
+    write_history(args.out, history, plot=not args.smoke)
     write_summary(args, ranks=world.size, **summary)
     print(dp.timeline().summary())
-    print(f"wrote the weights, history.json, summary.json and timeline.json (open it in "
+    print(f"wrote the weights, history.json/.png, summary.json and timeline.json (open it in "
           f"chrome://tracing or ui.perfetto.dev) to {args.out}")

@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from _common import (char_corpus, check_args, make_parser, mean, smoke_limit, thread_limit,
-                     write_json, write_summary)
+from _common import (char_corpus, check_args, epoch_progress, format_metrics, make_parser, mean,
+                     show_metrics, smoke_limit, thread_limit, write_history, write_summary)
 from train_gpt import windows
 
 import lezero as lz  # noqa: E402
@@ -82,18 +82,19 @@ def train_steps(args, world, epoch, step_fn):
 def run(args, world, train_epoch, describe):
     """Epochs of ``train_epoch(epoch) -> metrics``; prints and returns the history."""
     history, start = [], time.perf_counter()
+    bar = epoch_progress(0, args.epochs, args.epochs, disable=world.rank != 0)
     with thread_limit(args.threads):
-        for epoch in range(args.epochs):
+        for epoch in bar:
             t0 = time.perf_counter()
             metrics = dict(train_epoch(epoch))
             metrics["seconds"] = round(time.perf_counter() - t0, 3)
             history.append(metrics)
-            shown = "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                              for k, v in metrics.items())
-            say(world, f"epoch {epoch + 1}/{args.epochs}  {shown}")
+            show_metrics(bar, metrics)
+    if history:
+        say(world, f"after epoch {len(history)}/{args.epochs}: {format_metrics(history[-1])}")
     seconds = time.perf_counter() - start
     if world.rank == 0:
-        write_json(os.path.join(args.out, "history.json"), history)
+        write_history(args.out, history, plot=not args.smoke)
         write_summary(args, seconds=seconds, ranks=world.size, **describe(history))
     return history
 

@@ -2,9 +2,13 @@
 
 ``lz.utils.get_dot_graph(y)`` returns Graphviz DOT text for the graph behind ``y``
 (orange: variables, blue: functions).  ``plot_dot_graph`` renders it when Graphviz's
-``dot`` program is installed; otherwise it says so and keeps the .dot file.
+``dot`` program is installed; otherwise it says so and keeps the .dot file.  Both go
+into a temporary folder, so running the step leaves nothing behind.
 Run: python steps/step10.py
 """
+import os
+import tempfile
+
 import numpy as np
 
 import lezero as lz
@@ -21,7 +25,9 @@ z.name = "z"
 dot = lz.utils.get_dot_graph(z, verbose=False)
 print("DOT text has", dot.count("->"), "edges; first lines:")
 print("\n".join(dot.splitlines()[:4]))
-try:
-    print("rendered to", lz.utils.plot_dot_graph(z, verbose=False, to_file="goldstein.png"))
-except RuntimeError as e:
-    print(e)
+with tempfile.TemporaryDirectory() as tmp:
+    try:
+        path = lz.utils.plot_dot_graph(z, verbose=False, to_file=os.path.join(tmp, "goldstein.png"))
+        print("rendered to", os.path.basename(path), "in a temporary folder")
+    except RuntimeError as e:
+        print(str(e).replace(tmp + os.sep, ""))

@@ -18,6 +18,8 @@ def test_step_runs_alone(path, tmp_path):
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert proc.stdout.strip(), "a step prints what it computed"
+    left = sorted(os.listdir(tmp_path))
+    assert not left, f"a step writes files only into a temporary folder; it left {left}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 3. Tensors, elementwise math and reductions
+# # 2. Tensors, elementwise math and reductions
 #
 # This notebook follows `steps/step20.py` (tensors and broadcasting) and `steps/step22.py`
 # (reductions). Every operator here is a `Function` whose forward runs on NumPy (or CuPy)

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 4. Shapes, indexing and linear regression
+# # 3. Shapes, indexing and linear regression
 #
 # This notebook follows `steps/step21.py` and `steps/step23.py`. Shape and indexing
 # operators move data without arithmetic, so their gradients are the inverse moves.

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 5. A first neural network
+# # 4. A first neural network
 #
 # This notebook follows `steps/step24.py`: a nonlinearity between two linear maps is enough
 # to fit a curve or separate classes a line cannot. Everything here is built from

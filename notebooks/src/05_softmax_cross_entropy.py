@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 6. Softmax and cross entropy
+# # 5. Softmax and cross entropy
 #
 # This notebook follows `steps/step25.py`. A classifier gives one score (logit) per class;
 # softmax turns the scores into probabilities and cross entropy measures how much

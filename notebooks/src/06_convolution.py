@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 7. Convolution: im2col, Winograd, FFT, direct, and which one wins where
+# # 6. Convolution: im2col, Winograd, FFT, direct, and which one wins where
 #
 # This notebook follows `steps/step26.py` to `steps/step29.py`. A convolution can be
 # computed in several ways that give the same numbers (up to rounding) at very different

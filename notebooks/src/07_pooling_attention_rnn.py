@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 8. Pooling, attention and recurrence
+# # 7. Pooling, attention and recurrence
 #
 # This notebook follows `steps/step30.py` and `steps/step31.py`. It looks at what pooling
 # and resizing do to an image and to its gradient, at attention weights and at the memory

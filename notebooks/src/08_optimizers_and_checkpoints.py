@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 9. Optimizers, schedules and checkpoints
+# # 8. Optimizers, schedules and checkpoints
 #
 # This notebook follows `steps/step35.py` and `steps/step36.py`. `lezero.optim` holds
 # PyTorch's optimizers with PyTorch's arguments, defaults and update rules: an optimizer

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 10. Feeding a model: datasets, loaders, workers
+# # 9. Feeding a model: datasets, loaders, workers
 #
 # This notebook follows `steps/step41.py` ... `step44.py`: datasets and transforms, the
 # `DataLoader` and its worker processes, samplers and variable-length batches, and a

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 11. Layers, optimizers and training loops with `lezero.nn`
+# # 10. Layers, optimizers and training loops with `lezero.nn`
 #
 # This notebook follows steps 32, 33, 34 and 37. Models are now built from `nn` layers
 # (PyTorch's names, arguments and parameter layouts), trained by `lezero.optim`
@@ -191,6 +191,19 @@ ax0.legend(); ax0.grid(alpha=0.3); ax0.set_title("loss")
 ax1.set_ylim(0.85, 1.005); ax1.set_xlabel("epoch"); ax1.set_ylabel("accuracy")
 ax1.legend(fontsize=8); ax1.grid(alpha=0.3); ax1.set_title("accuracy (evaluation mode)")
 plt.show()
+
+# %% [markdown]
+# One run's history alone is what `lz.utils.plot_history` draws: it takes a dict of lists
+# (as here) or the list of per-epoch dicts that the example scripts' `fit` returns, puts
+# losses on one panel and accuracies on another, and writes a PNG when given a path
+# (atomically; the examples write `OUT/history.png` this way).
+
+# %%
+fig = lz.utils.plot_history(digit_runs["batch norm + dropout 0.3"][1],
+                            title="batch norm + dropout 0.3")
+plotted = {line.get_label(): list(line.get_ydata()) for ax in fig.axes for line in ax.lines}
+print("plotted exactly the history:", plotted == digit_runs["batch norm + dropout 0.3"][1])
+fig
 
 # %% [markdown]
 # ### Forgetting `eval()`

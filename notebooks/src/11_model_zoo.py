@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 12. The model zoo
+# # 11. The model zoo
 #
 # This notebook follows `steps/step38.py` to `steps/step40.py`. `lezero.nn.models` holds
 # classic and modern architectures written with `lezero.nn` layers, with the layouts and

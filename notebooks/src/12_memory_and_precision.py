@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 13. Memory and precision
+# # 12. Memory and precision
 #
 # This notebook follows `steps/step45.py` to `steps/step47.py`. Training memory is mostly
 # what the graph keeps for backward: every recorded Function holds its inputs until the

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 14. Data parallelism over MPI
+# # 13. Data parallelism over MPI
 #
 # This notebook follows `steps/step48.py` (the communicator) and `steps/step49.py`
 # (`DataParallel`). Data parallelism runs one copy of the training script per process,

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 15. Static graphs and ONNX
+# # 14. Static graphs and ONNX
 #
 # This notebook follows `steps/step50.py` to `steps/step53.py`. LeZero is define-by-run:
 # every call builds its graph as it goes. `lezero.jit.trace` runs a model once and

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 18. Tensor, pipeline and 3D parallelism
+# # 15. Tensor, pipeline and 3D parallelism
 #
 # This notebook follows `steps/step54.py` (tensor parallelism), `steps/step55.py`
 # (pipeline schedules as data) and `steps/step56.py` (the process grid). A notebook is one

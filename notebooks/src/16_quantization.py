@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 17. INT8 quantization: observe, fake-quantize, convert
+# # 16. INT8 quantization: observe, fake-quantize, convert
 #
 # This notebook follows `steps/step57.py` to `steps/step59.py`. We train LeNet-5 on
 # scikit-learn's digits, quantize it to INT8 two ways -- post-training calibration (PTQ)

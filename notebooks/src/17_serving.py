@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 16. Serving: dynamic batching behind a KServe v2 server
+# # 17. Serving: dynamic batching behind a KServe v2 server
 #
 # This notebook follows `steps/step60.py`. A model that answers one request at a time
 # pays the full price of each call -- reading every weight, launching every operator --
