@@ -26,7 +26,8 @@ class LBFGS(Optimizer):
 
     One ``step(closure)`` runs up to ``max_iter`` iterations (and ``max_eval`` closure
     calls, default ``max_iter * 5 // 4``).  ``line_search_fn`` is None (a fixed step of
-    ``lr``; the first iteration scales it by ``min(1, 1 / |g|_1)``) or ``"strong_wolfe"``.
+    ``lr``; the first iteration scales it by ``min(1, 1 / |g|_1)``) or ``"strong_wolfe"``
+    (its trial steps count against ``max_eval``, as in torch 2.x).
     One parameter group only, as in PyTorch.
     """
 
@@ -162,7 +163,7 @@ class LBFGS(Optimizer):
                 loss, flat_grad, t, ls_evals = strong_wolfe(
                     lambda x, step, direction: self._directional_evaluate(closure, x, step,
                                                                           direction),
-                    x0, t, d, loss, flat_grad, gtd)
+                    x0, t, d, loss, flat_grad, gtd, max_ls=max_eval - evals)
                 self._add_to_params(t, d)
             else:
                 self._add_to_params(t, d)

@@ -70,6 +70,8 @@ def _run_both(problem, steps, **options):
     dict(lr=1, max_iter=8, line_search_fn="strong_wolfe"),
     dict(lr=0.002, max_iter=10, history_size=4),
     dict(lr=0.5, max_iter=5, history_size=3, line_search_fn="strong_wolfe"),
+    # a first step far too long: the search brackets and zooms (its safeguards run)
+    dict(lr=10, max_iter=5, max_eval=100, line_search_fn="strong_wolfe"),
 ])
 def test_same_iterates_as_torch(problem, options):
     for ours, theirs, loss, t_loss, state, t_state in _run_both(problem, 4, **options):
@@ -141,3 +143,29 @@ P = [lz.Parameter(np.ones(2))]
 def test_bad_arguments(call, exc, match):
     with pytest.raises(exc, match="^" + match):
         call()
+
+
+def test_state_dict_resume_continues_the_same_iterates():
+    import copy
+
+    def make(start):
+        p = lz.Parameter(start.copy())
+        opt = optim.LBFGS([p], max_iter=4, history_size=3, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = _rosenbrock(p)
+            loss.backward()
+            return loss
+        return p, opt, closure
+    p, opt, closure = make(np.array([-1.5, 2.0]))
+    opt.step(closure)
+    saved = copy.deepcopy(opt.state_dict())
+    q, opt2, closure2 = make(p.data)
+    opt2.load_state_dict(saved)
+    opt.step(closure)
+    opt2.step(closure2)
+    np.testing.assert_array_equal(q.data, p.data)
+    for key in ("n_iter", "func_evals"):
+        assert opt2.state[q][key] == opt.state[p][key]
+    assert len(opt2.state[q]["old_dirs"]) == 3      # the history came back and was used

@@ -49,6 +49,18 @@ def test_nearest_matches_torch(padding_mode, align_corners):
     check_double_backward(lambda a: F.grid_sample(a, g[:1], **kw) ** 2, x[:1])
 
 
+def test_nearest_rounds_half_to_even_like_torch():
+    # with align_corners=True and 5 pixels, g = -0.75, -0.25, 0.25, 0.75 land on 0.5 ... 3.5
+    x = np.arange(5.0, dtype=np.float32).reshape(1, 1, 1, 5)
+    g = np.array([-0.75, -0.25, 0.25, 0.75], np.float32)
+    grid = np.stack([g, np.zeros_like(g)], -1).reshape(1, 1, 4, 2)
+    kw = dict(mode="nearest", align_corners=True)
+    got = F.grid_sample(x, grid, **kw).data
+    ref = TF.grid_sample(torch.tensor(x), torch.tensor(grid), **kw).numpy()
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got.ravel(), [0, 2, 2, 4])
+
+
 def test_identity_grid_returns_the_input():
     x = rand(1, 2, 3, 4, seed=5, dtype=np.float32)
     theta = torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]])

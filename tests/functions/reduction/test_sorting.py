@@ -45,6 +45,15 @@ def test_ties_are_stable_like_torch_stable(descending):
 
 
 @pytest.mark.parametrize("descending", [False, True])
+def test_many_ties_stay_in_order(descending):
+    # long enough that an unstable sort (NumPy's introsort) would reorder ties
+    x = np.random.default_rng(0).integers(0, 3, size=(2, 200)).astype(np.float32)
+    ref = torch.sort(torch.tensor(x), descending=descending, stable=True)
+    got = F.sort(lz.Variable(x), descending=descending)
+    np.testing.assert_array_equal(got.indices.data, ref.indices.numpy())
+
+
+@pytest.mark.parametrize("descending", [False, True])
 def test_nan_sorts_as_the_largest_value(descending):
     x = np.array([1.0, np.nan, -2.0, 3.0])
     ours = F.sort(x, descending=descending)
