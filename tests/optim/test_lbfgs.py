@@ -40,6 +40,20 @@ PROBLEMS = {
 }
 
 
+def _closure(opt, loss_fn, *params):
+    """The closure LBFGS.step wants: clear the gradients, compute the loss, backward."""
+    def closure():
+        opt.zero_grad()
+        loss = loss_fn(*params)
+        loss.backward()
+        return loss
+    return closure
+
+
+def _square(p):
+    return (p * p).sum()
+
+
 def _run_both(problem, steps, **options):
     """Step LeZero's and torch's LBFGS side by side; yield both parameter lists, losses and
     evaluation counts after each step."""
@@ -47,18 +61,7 @@ def _run_both(problem, steps, **options):
     ours = [lz.Parameter(s.copy()) for s in start]
     theirs = [torch.tensor(s.copy(), requires_grad=True) for s in start]
     opt, t_opt = optim.LBFGS(ours, **options), torch.optim.LBFGS(theirs, **options)
-
-    def closure():
-        opt.zero_grad()
-        loss = fn(*ours)
-        loss.backward()
-        return loss
-
-    def t_closure():
-        t_opt.zero_grad()
-        loss = t_fn(*theirs)
-        loss.backward()
-        return loss
+    closure, t_closure = _closure(opt, fn, *ours), _closure(t_opt, t_fn, *theirs)
     for _ in range(steps):
         loss, t_loss = opt.step(closure), t_opt.step(t_closure)
         yield (ours, theirs, float(loss.data), float(t_loss.detach()),
@@ -95,26 +98,14 @@ def test_strong_wolfe_solves_rosenbrock_and_stops_on_tolerance():
 def test_the_returned_loss_is_the_first_evaluation():
     p = lz.Parameter(np.array([3.0]))
     opt = optim.LBFGS([p], max_iter=3)
-
-    def closure():
-        opt.zero_grad()
-        loss = (p * p).sum()
-        loss.backward()
-        return loss
-    assert float(opt.step(closure).data) == 9.0
+    assert float(opt.step(_closure(opt, _square, p)).data) == 9.0
     assert abs(float(p.data[0])) < 3.0
 
 
 def test_float32_parameters_stay_float32():
     p = lz.Parameter(np.array([1.0, -2.0], np.float32))
     opt = optim.LBFGS([p], line_search_fn="strong_wolfe")
-
-    def closure():
-        opt.zero_grad()
-        loss = (p * p).sum()
-        loss.backward()
-        return loss
-    opt.step(closure)
+    opt.step(_closure(opt, _square, p))
     assert p.dtype == np.float32 and np.abs(p.data).max() < 1e-3
 
 
@@ -131,9 +122,11 @@ P = [lz.Parameter(np.ones(2))]
 @pytest.mark.parametrize("call,exc,match", [
     (lambda: optim.LBFGS(P, line_search_fn="armijo"), ValueError,
      "LBFGS: line_search_fn must be one of 'strong_wolfe', got 'armijo'"),
-    (lambda: optim.LBFGS(P, max_iter=0), ValueError, "LBFGS: max_iter must be a positive int, got 0"),
+    (lambda: optim.LBFGS(P, max_iter=0), ValueError,
+     "LBFGS: max_iter must be a positive int, got 0"),
     (lambda: optim.LBFGS(P, max_iter=2.5), TypeError, "LBFGS: max_iter must be an int"),
-    (lambda: optim.LBFGS(P, history_size=0), ValueError, "LBFGS: history_size must be a positive int"),
+    (lambda: optim.LBFGS(P, history_size=0), ValueError,
+     "LBFGS: history_size must be a positive int"),
     (lambda: optim.LBFGS(P, lr=-1), ValueError, "LBFGS: invalid lr=-1"),
     (lambda: optim.LBFGS(P, tolerance_grad=-1.0), ValueError, "LBFGS: invalid tolerance_grad"),
     (lambda: optim.LBFGS([{"params": P}, {"params": [lz.Parameter(np.ones(1))]}]), ValueError,
@@ -151,13 +144,7 @@ def test_state_dict_resume_continues_the_same_iterates():
     def make(start):
         p = lz.Parameter(start.copy())
         opt = optim.LBFGS([p], max_iter=4, history_size=3, line_search_fn="strong_wolfe")
-
-        def closure():
-            opt.zero_grad()
-            loss = _rosenbrock(p)
-            loss.backward()
-            return loss
-        return p, opt, closure
+        return p, opt, _closure(opt, _rosenbrock, p)
     p, opt, closure = make(np.array([-1.5, 2.0]))
     opt.step(closure)
     saved = copy.deepcopy(opt.state_dict())

@@ -10,23 +10,17 @@ write wins is unspecified in PyTorch; here the last one does (NumPy's rule).
 """
 import numpy as np
 
-from lezero.core import Function
 from lezero.functions.common import as_variable, xp_of
 from lezero.functions.registry import register
-from lezero.functions.shape.index import (Gather, GetItemGrad, _check_scatter_index,
-                                          _full_index, scatter_add)
+from lezero.functions.shape.index import ScatterAdd, _check_scatter_index, scatter_add
 from lezero.utils.checks import check_array, check_choice
 
 __all__ = ["scatter"]
 
 
-class Scatter(Function):
-    """out = x with ``src[:index.shape]`` written at ``index`` along ``axis``."""
-
-    def __init__(self, axis, index):
-        self.axis = axis
-        self.index = index
-        self.full = _full_index(index, axis)
+class Scatter(ScatterAdd):
+    """out = x with ``src[:index.shape]`` written at ``index`` along ``axis``.  The src
+    gradient is scatter_add's (gathered at ``index``); x's is masked where written."""
 
     def forward(self, x, src):
         self.src_shape = src.shape
@@ -38,15 +32,8 @@ class Scatter(Function):
         return out
 
     def backward(self, gy):
-        need_x, need_src = self.needs_input_grad
-        gx = gy * as_variable(self.keep) if need_x else None
-        gsrc = None
-        if need_src:
-            gsrc = Gather(self.axis, self.index)(gy)
-            if self.src_shape != self.index.shape:    # src entries beyond index get no grad
-                region = tuple(slice(0, s) for s in self.index.shape)
-                gsrc = GetItemGrad(region, self.src_shape)(gsrc)
-        return gx, gsrc
+        gx, gsrc = super().backward(gy)
+        return (None if gx is None else gy * as_variable(self.keep)), gsrc
 
 
 def _src_operand(arr, src, index_shape):
