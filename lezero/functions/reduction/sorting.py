@@ -65,7 +65,8 @@ def sort(x, axis=-1, descending=False, stable=False):
     """
     x, axis = _sort_args("sort", x, axis, descending, stable)
     if axis is None:
-        return SortResult(x * 1, as_variable(xp_of(x.data).zeros((), np.int64)))
+        values = x * 1 if x.dtype.kind == "f" else as_variable(x.data.copy())
+        return SortResult(values, as_variable(xp_of(x.data).zeros((), np.int64)))
     idx = _sort_indices(x.data, axis, bool(descending))
     return SortResult(GatherAlong(idx, axis)(x), as_variable(idx))
 

@@ -90,6 +90,7 @@ def test_zero_dim_input_sorts_as_itself():
     assert values.shape == () and float(values.data) == 2.5 and int(indices.data) == 0
     assert float(x.grad.data) == 1.0
     assert F.argsort(np.array(1.0)).shape == ()
+    assert F.sort(np.array(True)).values.dtype == np.bool_
 
 
 def test_empty_axis():
