@@ -71,6 +71,7 @@ PROBES = {
     "reshape": (lambda x: F.reshape(x, (4, 3)), [u(*_X)]),
     "roll": (lambda x: F.roll(x, 1, axis=1), [u(*_X)]),
     "scatter_add": (lambda x, s: F.scatter_add(x, 1, _IDX, s), [u(*_X), u(3, 2)]),
+    "scatter": (lambda x, s: F.scatter(x, 1, _IDX[:, :1], s), [u(*_X), u(3, 1)]),
     "split": (lambda x: F.split(x, [1, 3], axis=0), [u(4, 3)]),
     "squeeze": (lambda x: F.squeeze(x, 1), [u(3, 1, 4)]),
     "sum_to": (lambda x: F.sum_to(x, (1, 4)), [u(*_X)]),
@@ -188,7 +189,9 @@ _SKIP = {"pack_padded_sequence": "returns a PackedSequence",
          "multi_head_attention_forward": "covered by nn.MultiheadAttention models",
          "embedding_bag": "bags of variable size", "rrelu": "random (training only)",
          "ctc_loss": "alignment computed outside operators", "max_unpool1d":
-         "indices from max pooling", "max_unpool2d": "indices from max pooling"}
+         "indices from max pooling", "max_unpool2d": "indices from max pooling",
+         "grid_sample": "its pixel indices come from the grid's values, which a trace would "
+                        "freeze (ONNX GridSample is not mapped)"}
 
 
 def probe(name):

@@ -9,10 +9,11 @@
 from lezero.optim import lr_scheduler
 from lezero.optim.adam import Adam, Adamax, AdamW, NAdam
 from lezero.optim.adaptive import Adadelta, Adagrad, RMSprop
+from lezero.optim.lbfgs import LBFGS
 from lezero.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_
 from lezero.optim.lion import Lion
 from lezero.optim.optimizer import Optimizer
 from lezero.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "NAdam", "Lion", "lr_scheduler", "clip_grad_norm_", "clip_grad_value_"]
+           "NAdam", "Lion", "LBFGS", "lr_scheduler", "clip_grad_norm_", "clip_grad_value_"]

@@ -153,6 +153,7 @@ CALLS = {
     "cumprod": Call(A(*X), axis=1), "argmax": Call(A(*X), axis=1),
     "argmin": Call(A(*X), axis=1), "all": Call(A(*X), axis=1), "any": Call(A(*X), axis=1),
     "topk": Call(A(*X), k=2, axis=1),
+    "sort": Call(A(*X), axis=1, descending=True), "argsort": Call(A(*X), axis=0),
     # shape and indexing
     "broadcast_to": Call(A(1, 4), shape=X), "chunk": Call(A(4, 3), chunks=2, axis=0),
     "concatenate": Call([A(2, 3), A(1, 3)], axis=0),
@@ -170,6 +171,7 @@ CALLS = {
     "repeat": Call(A(*X), 2, axis=1), "reshape": Call(A(*X), (4, 3)),
     "roll": Call(A(*X), 1, axis=1),
     "scatter_add": Call(A(*X), axis=1, index=I(ROWS), src=A(3, 2)),
+    "scatter": Call(A(*X), axis=1, index=I([[0, 1], [3, 2], [2, 0]]), src=A(3, 2)),
     "split": Call(A(4, 3), [1, 3], axis=0), "squeeze": Call(A(3, 1, 4), axis=1),
     "stack": Call([A(*X), A(*X)], axis=1), "sum_to": Call(A(*X), (1, 4)),
     "swapaxes": Call(A(2, 3, 4), axis1=0, axis2=2),
@@ -247,6 +249,7 @@ CALLS = {
     "max_unpool1d": Call(A(2, 3, 4), I(np.broadcast_to(_UNPOOL1, (2, 3, 4))), 2),
     "max_unpool2d": Call(A(2, 3, 3, 3), I(np.broadcast_to(_UNPOOL2, (2, 3, 3, 3))), 2),
     "interpolate": Call(A(2, 3, 4, 4), scale_factor=2, mode="bilinear", align_corners=False),
+    "grid_sample": Call(A(2, 3, 4, 4), A(2, 3, 2, 2), padding_mode="border", align_corners=True),
     "pixel_shuffle": Call(A(1, 8, 2, 3), 2), "pixel_unshuffle": Call(A(1, 2, 4, 6), 2),
     # normalization
     "batch_norm": Call(A(4, 3, 2), C(3), C(3, **POS), A(3), A(3), training=True,

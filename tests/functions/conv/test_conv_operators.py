@@ -75,8 +75,9 @@ def test_conv3d(x_shape, w_shape, kwargs, bias):
 @pytest.mark.parametrize("name,x_shape,w_shape,kwargs,bias", CONVT)
 def test_conv_transpose(name, x_shape, w_shape, kwargs, bias):
     groups = kwargs.get("groups", 1)
-    _run_checks(name, x_shape, w_shape, kwargs, bias, w_shape[1] * groups,
-                double=name != "conv_transpose3d")
+    # check_double_backward feeds the gradient through a nonlinear upstream (gy + w * y),
+    # so the second derivative of these bilinear operators is really exercised
+    _run_checks(name, x_shape, w_shape, kwargs, bias, w_shape[1] * groups)
 
 
 @pytest.mark.parametrize("kwargs", [dict(kernel_size=(2, 3)),
@@ -84,6 +85,10 @@ def test_conv_transpose(name, x_shape, w_shape, kwargs, bias):
 def test_unfold_and_fold(kwargs):
     x = rand(2, 3, 5, 4, seed=5)
     check_gradient(lambda a: F.unfold(a, **kwargs), x)
+    # unfold is linear: only the nonlinear upstream of check_double_backward (and an
+    # explicit square) make its second-order check depend on the backward being right
+    check_double_backward(lambda a: F.unfold(a, **kwargs), x)
+    check_double_backward(lambda a: F.unfold(a, **kwargs) ** 2, x)
     check_torch(lambda a: F.unfold(a, **kwargs), lambda a: TF.unfold(a, **kwargs),
                 x.astype(np.float32))
     cols = F.unfold(x, **kwargs).shape

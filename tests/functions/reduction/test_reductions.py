@@ -317,10 +317,11 @@ def test_bad_arguments(call, exc, match):
 
 def test_every_reduction_is_tested():
     tested = ({r[0] for r in REDUCTIONS} | {"cumsum", "cumprod", "topk", "argmax", "argmin",
-                                            "all", "any"})
+                                            "all", "any"}
+              | {"sort", "argsort"})            # tests/functions/reduction/test_sorting.py
     assert tested == {op.name for op in operators("reduction")}
     assert {op.name for op in operators("reduction") if not op.differentiable} == \
-        {"argmax", "argmin", "all", "any"}
+        {"argmax", "argmin", "all", "any", "argsort"}
 
 
 def test_float32_stays_float32():

@@ -5,7 +5,7 @@ import torch
 
 import lezero as lz
 import lezero.functions as F
-from lezero.testing import check_all, check_gradient, check_torch, rand
+from lezero.testing import check_all, check_double_backward, check_gradient, check_torch, rand
 
 N, I, H, T = 2, 3, 4, 4
 CELL_GATES = {"lstm_cell": 4, "gru_cell": 3, "rnn_tanh_cell": 1, "rnn_relu_cell": 1}
@@ -211,6 +211,15 @@ def test_pad_sequence_and_pack_sequence():
     tp = pack_sequence([torch.tensor(s, dtype=torch.float32) for s in seqs], enforce_sorted=False)
     np.testing.assert_array_equal(p.data.data, tp.data.numpy())
     np.testing.assert_array_equal(p.sorted_indices, tp.sorted_indices.numpy())
+    # gradients through the packed data: numbers, torch, and double backward with a
+    # nonlinear upstream (packing only moves data, so the square is what makes it count)
+    check_all(lambda *s: F.pack_sequence(list(s), enforce_sorted=False).data,
+              lambda *s: pack_sequence(list(s), enforce_sorted=False).data, *seqs)
+    check_double_backward(lambda *s: F.pack_sequence(list(s), enforce_sorted=False).data ** 2,
+                          *seqs)
+    ordered = sorted(seqs, key=len, reverse=True)
+    check_all(lambda *s: F.pack_sequence(list(s)).data,
+              lambda *s: pack_sequence(list(s)).data, *ordered)
 
 
 @pytest.mark.parametrize("mode", ["lstm", "gru"])
