@@ -108,13 +108,13 @@ def _add_pair(backward):
 
 # (name, builder, rounds, block, must, aim)
 WORKLOADS = [
-    ("LeNet-5 b64 train step", lenet, 15, 5, 1.2, 1.0),
-    ("nn.LSTM h256 s35 b20 fwd+bwd", lstm, 9, 3, 1.2, 1.0),
-    ("MLP 784-1000-1000-10 b100 step", mlp, 11, 3, 1.0, 0.8),
-    ("GPT-mini 2L d128 s64 b16 step", gpt, 9, 3, 1.0, 0.8),
+    ("LeNet-5 b64 train step", lenet, 11, 4, 1.2, 1.0),
+    ("nn.LSTM h256 s35 b20 fwd+bwd", lstm, 7, 3, 1.2, 1.0),
+    ("MLP 784-1000-1000-10 b100 step", mlp, 7, 3, 1.0, 0.8),
+    ("GPT-mini 2L d128 s64 b16 step", gpt, 7, 2, 1.0, 0.8),
     ("conv3x3 64->64 32x32 b32 fwd+bwd", conv, 7, 2, 0.85, 0.7),
-    ("one-element add forward", lambda: _add_pair(False), 15, 3, 2.0, 1.5),
-    ("one-element add forward+backward", lambda: _add_pair(True), 15, 3, 0.35, 0.25),
+    ("one-element add forward", lambda: _add_pair(False), 11, 3, 2.0, 1.5),
+    ("one-element add forward+backward", lambda: _add_pair(True), 11, 3, 0.35, 0.25),
 ]
 
 
