@@ -1,0 +1,37 @@
+"""Does a speed setting pay?  Each workload of ``bench_workloads.py`` with the setting at
+its default, with it switched off, and PyTorch, all three in the same alternating rounds.
+
+    python benchmarks/bench_settings_ab.py                           # small_gemm_one_thread
+    python benchmarks/bench_settings_ab.py SETTING lenet lstm        # a setting, some workloads
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_workloads as bw  # noqa: E402  (sets the thread variables before NumPy loads)
+from _common import round_ratios, set_threads  # noqa: E402
+
+
+def main(setting, words):
+    import lezero as lz
+    set_threads(bw.THREADS)
+    default = getattr(lz.Config, setting)
+    print(f"setting {setting} (default {default!r}); LeZero / PyTorch, {bw.THREADS} threads, "
+          "median of warm alternating rounds")
+    print(f"{'workload':<34}{'default':>9}{'off':>9}")
+    for name, builder, rounds, block, *_ in bw.WORKLOADS:
+        if words and not any(w in name.lower() for w in words):
+            continue
+        ours, theirs, _ = builder()
+
+        def off(ours=ours):
+            with lz.using_config(setting, not default):
+                ours()
+        ratios, _ = round_ratios([ours, theirs, off], rounds=rounds, block=block)
+        print(f"{name:<34}{ratios[0]:>9.2f}{ratios[2]:>9.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    setting = args.pop(0) if args and "_" in args[0] else "small_gemm_one_thread"
+    main(setting, [a.lower() for a in args])
