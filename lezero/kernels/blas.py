@@ -5,7 +5,7 @@ small products of LeNet's linear layers (64x400x120) or of an LSTM step (20x256x
 fork and join its thread pool.  On a quiet machine that saves a few microseconds; on a
 busy one (here: 2 cores shared by several processes) a join waits until the helper
 thread gets a time slice, and one such product took 7-12 ms instead of 0.08 ms
-(``tools/profile_workloads.py``, 2026-12-03).  ``matmul`` runs products below
+(``lz.TimerHook`` over LeNet steps; docs/performance.md, 2026-12-03).  ``matmul`` runs products below
 ``SMALL_FLOPS`` with BLAS held to one thread, and ``one_blas_thread()`` does the same
 for a block of them (the steps of a recurrent layer).  The result is the same product:
 OpenBLAS splits a GEMM across threads by rows and columns, never along the summed axis.
