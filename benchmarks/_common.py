@@ -3,17 +3,20 @@ import os
 import time
 
 
+_LIMITS = []
+
+
 def set_threads(n=None):
-    """Use the same number of threads for NumPy's BLAS (set before import) and PyTorch.
+    """Give PyTorch, NumPy's BLAS and Numba the same ``n`` threads (``BENCH_THREADS``,
+    default all cores) for the rest of the process: ``torch.set_num_threads`` plus a
+    threadpoolctl limit on the BLAS pools already loaded.
 
     Also keeps freed host memory for reuse (``lezero.utils.keep_freed_memory``): a setting
     of the whole process, so both frameworks in the run benefit alike."""
-    import torch
-
     import lezero
     lezero.utils.keep_freed_memory()
     n = n or int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
-    torch.set_num_threads(n)
+    _LIMITS.append(limit_threads(n))
     return n
 
 
@@ -77,22 +80,44 @@ def limit_threads(n):
     return threadpool_limits(limits=n)
 
 
-def interleaved_times(fns, rounds=10, warmup=2, pause=0.0):
-    """Per function, the seconds of each call, timed in alternating rounds so that all of
-    them meet the same machine load (a shared machine's load drifts).  ``pause`` sleeps
-    before each call so the previous contender's spinning threads go idle first."""
+def interleaved_times(fns, rounds=10, warmup=2, pause=0.0, block=3):
+    """Per function, its fastest call of each round.  A round runs a short block of
+    ``block`` warm calls of each function in turn, the order reversed every other round,
+    so that all of them meet the same machine load (a shared machine's speed drifts by 2x
+    within seconds) while each block still runs with warm caches (single interleaved
+    calls would run cache-cold).  ``pause`` sleeps before each block so the previous
+    contender's spinning threads go idle first."""
     for fn in fns:
         for _ in range(warmup):
             fn()
     times = [[] for _ in fns]
-    for _ in range(rounds):
-        for i, fn in enumerate(fns):
+    for r in range(rounds):
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
+        for i in order:
             if pause:
                 time.sleep(pause)
-            t0 = clock()
-            fn()
-            times[i].append(clock() - t0)
+            best = float("inf")
+            for _ in range(block):
+                t0 = clock()
+                fns[i]()
+                best = min(best, clock() - t0)
+            times[i].append(best)
     return times
+
+
+def round_ratios(fns, rounds=10, warmup=2, block=3, ref=1):
+    """Median over rounds of each function's time divided by ``fns[ref]``'s in the same
+    round (a ratio per round cancels the load both met), and each one's median seconds."""
+    import numpy as np
+    times = np.array(interleaved_times(fns, rounds, warmup, pause=0.01, block=block))
+    ratios = np.median(times / times[ref], axis=1)
+    return [float(r) for r in ratios], [float(s) for s in np.median(times, axis=1)]
+
+
+def ratio_range(measure, runs=3):
+    """Call ``measure() -> list of ratios`` ``runs`` times; per entry (min, max) over runs."""
+    results = [measure() for _ in range(runs)]
+    return [(min(col), max(col)) for col in zip(*results)], results
 
 
 def interleaved_best(fns, rounds=10, warmup=2):

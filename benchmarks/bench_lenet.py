@@ -75,7 +75,7 @@ def torch_step_fn(weights, x, t):
         loss = TF.cross_entropy(lenet(TF, params, tx), tt)
         loss.backward()
         opt.step()
-        return float(loss)
+        return loss.item()
     return step
 
 

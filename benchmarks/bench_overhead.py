@@ -2,8 +2,10 @@
 
     python benchmarks/bench_overhead.py
 
-Targets (issue 2): forward <= 2.0x PyTorch; forward+backward <= 0.4x PyTorch (PyTorch's
-backward() call is heavy; DeZero measures about 0.4x here).
+Targets (issue 22): forward <= 2.0x PyTorch; forward+backward <= 0.35x PyTorch (PyTorch's
+backward() call is heavy).  Each pair is timed in warm alternating rounds
+(``_common.round_ratios``): the ratio is the median of the per-round ratios, the times
+the median per call.
 """
 import os
 import sys
@@ -11,7 +13,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import best_time, report, set_threads  # noqa: E402
+from _common import round_ratios, set_threads  # noqa: E402
 
 
 def main():
@@ -19,7 +21,7 @@ def main():
 
     import lezero as lz
     set_threads()
-    n = 20000
+    n = 2000
 
     a, b = lz.Variable(np.ones(1, np.float32)), lz.Variable(np.ones(1, np.float32))
     ta = torch.ones(1, requires_grad=True)
@@ -53,12 +55,16 @@ def main():
             for _ in range(n):
                 ta + tb
 
-    rows = [
-        ("add forward (graph recorded)", best_time(lz_fwd, 5) / n, best_time(t_fwd, 5) / n, 2.0),
-        ("add forward+backward", best_time(lz_fb, 5) / n, best_time(t_fb, 5) / n, 0.4),
-        ("add forward, no_grad", best_time(lz_nograd, 5) / n, best_time(t_nograd, 5) / n, None),
-    ]
-    report("one-element add: per-call time", rows)
+    print("\n== one-element add: per-call time, warm alternating rounds")
+    print(f"{'case':<34}{'LeZero':>10}{'PyTorch':>10}{'ratio':>8}{'target':>8}")
+    for name, ours, theirs, target in [
+            ("add forward (graph recorded)", lz_fwd, t_fwd, 2.0),
+            ("add forward+backward", lz_fb, t_fb, 0.35),
+            ("add forward, no_grad", lz_nograd, t_nograd, None)]:
+        (ratio, _), (t_ours, t_theirs) = round_ratios([ours, theirs], rounds=9, block=3)
+        tgt = "" if target is None else f"<={target:g}"
+        print(f"{name:<34}{t_ours / n * 1e6:>7.2f} us{t_theirs / n * 1e6:>7.2f} us"
+              f"{ratio:>8.2f}{tgt:>8}")
 
 
 if __name__ == "__main__":

@@ -195,7 +195,9 @@ def check_array(where, name, x):
 
 def kind_of(dtype):
     """``dtype.kind``, with ml_dtypes' bfloat16 (kind 'V' to NumPy) counted as floating."""
-    return "f" if dtype.name == "bfloat16" else dtype.kind
+    kind = dtype.kind
+    # ``dtype.name`` is a slow Python property: read it only for void-kind dtypes.
+    return "f" if kind == "V" and dtype.name == "bfloat16" else kind
 
 
 def check_float_array(where, name, x, shape=None):

@@ -13,6 +13,7 @@ from lezero.functions.linalg.contraction import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
+from lezero.kernels.blas import matmul as blas_matmul
 from lezero.utils.checks import check_array, check_axis, check_float_array
 
 __all__ = ["matmul", "dot", "tensordot", "outer", "linear", "bilinear"]
@@ -113,7 +114,7 @@ def _matrix_tensordot(a, b, k, ends_a, ends_b):
     inner = math.prod(a.shape[:k] if ends_a == "lead" else a.shape[a.ndim - k:])
     A = a.reshape(inner, m).T if ends_a == "lead" else a.reshape(m, inner)
     B = b.reshape(inner, n) if ends_b == "lead" else b.reshape(n, inner).T
-    return (A @ B).reshape(free_a + free_b)
+    return blas_matmul(A, B).reshape(free_a + free_b)   # small ones on one BLAS thread
 
 
 def _unpermute(g, order):
@@ -190,7 +191,7 @@ class Linear(Function):
     def forward(self, x, weight, bias=None):
         # The batch axes are merged (a view for contiguous x) so the product is one GEMM;
         # weight.T is a view, which BLAS reads as a transposed operand without a copy.
-        y = x.reshape(-1, x.shape[-1]) @ weight.T
+        y = blas_matmul(x.reshape(-1, x.shape[-1]), weight.T)   # small: one BLAS thread
         if bias is not None:
             y += bias
         return y.reshape(x.shape[:-1] + (weight.shape[0],))

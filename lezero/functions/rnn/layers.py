@@ -25,6 +25,7 @@ import numpy as np
 
 from lezero.core import Function, get_config
 from lezero.functions.common import xp_of
+from lezero.kernels.blas import is_small, one_blas_thread
 
 
 def _sigmoid_(xp, a):
@@ -71,7 +72,9 @@ class _Recurrence(Function):
         n_state = 2 if self.has_cell else 1
         w_ih, w_hh = rest[n_state], rest[n_state + 1]
         has_bias = len(rest) > n_state + 2
-        d_in, d_rec, d_states = self.bptt(xp_of(x), gys, w_hh)
+        rows = max(bs for _, bs in self.steps)     # the recurrent products are small
+        with one_blas_thread(is_small(rows, w_hh.shape[1], w_hh.shape[0])):
+            d_in, d_rec, d_states = self.bptt(xp_of(x), gys, w_hh)
         dx = d_in @ w_ih if need[0] else None
         n_w = 1 + n_state
         dw_ih = d_in.T @ x if need[n_w] else None
@@ -124,7 +127,13 @@ class LSTMLayer(_Recurrence):
         self.h_prev = xp.empty_like(y)
         self.c_prev = xp.empty_like(y)
         h, c = h0.copy(), c0.copy()
-        w_hh_t = w_hh.T
+        with one_blas_thread(is_small(h.shape[0], hidden, w_hh.shape[0])):
+            self._steps_forward(xp, gates, h, c, y, tanh_c, w_hh.T)
+        self.gates, self.tanh_c = gates, tanh_c
+        return y, h, c
+
+    def _steps_forward(self, xp, gates, h, c, y, tanh_c, w_hh_t):
+        hidden = h.shape[1]
         two, three = 2 * hidden, 3 * hidden
         for off, bs in self.steps:
             sl = slice(off, off + bs)
@@ -141,8 +150,6 @@ class LSTMLayer(_Recurrence):
             xp.tanh(cb, out=tanh_c[sl])
             xp.multiply(g[:, three:], tanh_c[sl], out=y[sl])
             h[:bs] = y[sl]
-        self.gates, self.tanh_c = gates, tanh_c
-        return y, h, c
 
     def bptt(self, xp, gys, w_hh):
         gy, gh, gc = gys

@@ -1,0 +1,73 @@
+"""Small matrix products on one BLAS thread.
+
+OpenBLAS threads a GEMM once it passes a few hundred thousand multiply-adds, so the
+small products of LeNet's linear layers (64x400x120) or of an LSTM step (20x256x1024)
+fork and join its thread pool.  On a quiet machine that saves a few microseconds; on a
+busy one (here: 2 cores shared by several processes) a join waits until the helper
+thread gets a time slice, and one such product took 7-12 ms instead of 0.08 ms
+(``lz.TimerHook`` over LeNet steps; docs/performance.md, 2026-12-03).  ``matmul`` runs products below
+``SMALL_FLOPS`` with BLAS held to one thread, and ``one_blas_thread()`` does the same
+for a block of them (the steps of a recurrent layer).  The result is the same product:
+OpenBLAS splits a GEMM across threads by rows and columns, never along the summed axis.
+
+The setting ``lz.Config.small_gemm_one_thread`` (default True) turns it off.  Without
+threadpoolctl, or for CuPy arrays, the products run as they are.
+"""
+import contextlib
+
+import numpy as np
+
+from lezero.core import get_config, register_setting
+
+register_setting("small_gemm_one_thread", True)
+
+SMALL_FLOPS = 2e7          # ~0.4 ms on one core: below it, a thread join costs more
+
+_libs = []                 # the BLAS controllers (filled on first use; [False] if none)
+
+
+def _controllers():
+    if not _libs:
+        try:
+            import threadpoolctl
+            found = threadpoolctl.ThreadpoolController().select(user_api="blas")
+            _libs.extend(found.lib_controllers or [False])
+        except Exception:          # not installed, or it cannot inspect this process
+            _libs.append(False)
+    return [c for c in _libs if c]
+
+
+@contextlib.contextmanager
+def one_blas_thread(enabled=True):
+    """Hold NumPy's BLAS to one thread inside the block (when ``enabled`` and the
+    ``small_gemm_one_thread`` setting is on); the previous counts come back after it."""
+    libs = _controllers() if enabled and get_config().small_gemm_one_thread else ()
+    before = [c.get_num_threads() for c in libs]
+    for c, n in zip(libs, before):
+        if n != 1:
+            c.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for c, n in zip(libs, before):
+            if n != 1:
+                c.set_num_threads(n)
+
+
+def is_small(m, k, n):
+    """True when an (m, k) @ (k, n) product is below ``SMALL_FLOPS``."""
+    return 2.0 * m * k * n < SMALL_FLOPS
+
+
+def matmul_ref(a, b):
+    """The reference: NumPy's product as it is."""
+    return a @ b
+
+
+def matmul(a, b):
+    """``a @ b`` for 2-D arrays, on one BLAS thread when the product is small."""
+    if type(a) is np.ndarray and a.ndim == 2 and b.ndim == 2 \
+            and is_small(a.shape[0], a.shape[1], b.shape[1]) and get_config().small_gemm_one_thread:
+        with one_blas_thread():
+            return a @ b
+    return a @ b

@@ -1,0 +1,51 @@
+"""Small products on one BLAS thread: the same numbers as NumPy's product, and the BLAS
+thread count comes back after the block."""
+import numpy as np
+import pytest
+
+import lezero as lz
+from lezero import nn
+from lezero.kernels import blas
+
+
+@pytest.mark.parametrize("shape", [(64, 400, 120), (20, 256, 1024), (300, 300, 300), (3, 1, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_matches_reference(shape, dtype):
+    m, k, n = shape
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((n, k)).astype(dtype)
+    ref = blas.matmul_ref(a, b.T)
+    np.testing.assert_allclose(blas.matmul(a, b.T), ref, rtol=1e-6, atol=1e-5)
+    assert blas.matmul(a, b.T).dtype == dtype
+
+
+def test_is_small_threshold():
+    assert blas.is_small(64, 400, 120)
+    assert not blas.is_small(1000, 1000, 1000)
+
+
+def test_one_blas_thread_holds_and_restores_the_count():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    ctl = threadpoolctl.ThreadpoolController()
+    with ctl.limit(limits=2, user_api="blas"):
+        before = [c.get_num_threads() for c in blas._controllers()]
+        with blas.one_blas_thread():
+            assert all(c.get_num_threads() == 1 for c in blas._controllers())
+        assert [c.get_num_threads() for c in blas._controllers()] == before
+        with lz.using_config("small_gemm_one_thread", False), blas.one_blas_thread():
+            assert [c.get_num_threads() for c in blas._controllers()] == before
+
+
+def test_lstm_layer_same_with_and_without_one_thread():
+    lz.manual_seed(0)
+    layer = nn.LSTM(8, 16)
+    x = np.random.default_rng(1).standard_normal((5, 3, 8)).astype(np.float32)
+    results = []
+    for flag in (True, False):
+        layer.zero_grad()
+        with lz.using_config("small_gemm_one_thread", flag):
+            out, (h, c) = layer(x)
+            (out * out).sum().backward()
+        results.append([out.data, h.data] + [p.grad.data.copy() for p in layer.parameters()])
+    for on, off in zip(*results):
+        np.testing.assert_allclose(on, off, rtol=1e-6, atol=1e-6)
