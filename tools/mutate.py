@@ -32,7 +32,7 @@ AREAS = {
              ["tests/core", "tests/functions/test_laws.py", "tests/utils/test_gradient_check.py"]),
     "module": (["lezero/nn/module.py", "lezero/nn/containers.py"],
                ["tests/nn/test_module.py", "tests/nn/test_containers.py",
-                "tests/nn/test_state_dict.py"]),
+                "tests/nn/test_state_dict.py", "tests/nn/test_module_contract.py"]),
     "optim": (["lezero/optim/optimizer.py", "lezero/optim/sgd.py", "lezero/optim/adam.py"],
               ["tests/optim/test_optimizers.py"]),
     "optim_rest": (["lezero/optim/adaptive.py", "lezero/optim/lion.py",

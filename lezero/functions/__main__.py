@@ -5,10 +5,16 @@ double-backward checks, derived from a test run (``lezero.testing.check_table``)
 """
 import sys
 
-if "--coverage" in sys.argv[1:]:
+from lezero.functions.registry import main
+
+
+def coverage(argv):
+    """The ``--coverage`` command: its code lives with the checks, in lezero.testing (a
+    higher floor, so it is imported here, on use)."""
     from lezero.testing.check_table import main as coverage_main
-    sys.exit(coverage_main([a for a in sys.argv[1:] if a != "--coverage"]))
+    return coverage_main(argv)
 
-from lezero.functions.registry import main  # noqa: E402
 
+if "--coverage" in sys.argv[1:]:
+    sys.exit(coverage([a for a in sys.argv[1:] if a != "--coverage"]))
 sys.exit(main())

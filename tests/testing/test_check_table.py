@@ -131,3 +131,20 @@ def test_committed_table_lists_every_operator_with_a_check_or_a_reason():
     gaps = [name for name, cells in rows.items()
             if any(c.strip() in ("**MISSING**", "forward only") for c in cells.split(" | "))]
     assert not gaps, f"operators with a check missing and no reason: {gaps}"
+
+
+def test_main_writes_the_block_into_a_file_and_finds_the_operator_tests(tmp_path, capsys):
+    log = tmp_path / "log"
+    log.mkdir()
+    (log / "checks-1.json").write_text(json.dumps({"gradient": {"tanh": "t"},
+                                                   "torch": {"tanh": "t"}}))
+    doc = tmp_path / "testing.md"
+    doc.write_text("# Testing\n")
+    assert check_table.main(["--from", str(log), "--markdown", str(doc)]) == 0
+    text = doc.read_text()
+    assert text.startswith("# Testing\n\n" + check_table.START)
+    assert "| `tanh` | math | yes | yes | **MISSING** |" in text
+    assert check_table.main(["--from", str(log), "--strict", "--markdown", str(doc)]) == 1
+    assert "operator without a check or a reason: tanh: double" in capsys.readouterr().err
+    files = check_table.operator_test_files(str(ROOT / "tests"))
+    assert str(ROOT / "tests" / "functions" / "test_forward_parity.py") in files

@@ -3,6 +3,7 @@ outputs, tolerances that scale with the value, unused inputs, messages, and opti
 reach the inner check of check_double_backward.  Written to kill the mutants mutmut
 found alive in lezero/utils/gradient_check.py (docs/testing.md)."""
 import inspect
+import re
 import warnings
 
 import numpy as np
@@ -165,3 +166,105 @@ def test_double_backward_passes_its_tolerances_and_nan_ok_on():
 
     with pytest.raises(AssertionError):
         check_double_backward(lambda v: NanSecond()(v), np.ones(2))
+
+
+def test_inputs_reach_f_as_float64_and_lists_are_accepted():
+    seen = []
+
+    def f(v):
+        seen.append(v.dtype)
+        return v * v
+
+    assert gradient_check(f, np.array([0.5, 1.5], dtype=np.float32))
+    assert set(seen) == {np.dtype(np.float64)}
+    assert gradient_check(lambda v: v * v, [0.5, 1.5])
+
+
+def test_eps_reaches_the_central_differences():
+    x = np.array([0.3, 1.1])
+    assert gradient_check(F.sin, x)
+    with pytest.raises(AssertionError):            # a step of 0.5 is far from the slope
+        gradient_check(F.sin, x, eps=0.5)
+    assert check_double_backward(F.sin, x)
+    with pytest.raises(AssertionError):
+        check_double_backward(F.sin, x, eps=0.5)
+
+
+def _message(check, f, x, **kw):
+    with pytest.raises(AssertionError) as info:
+        check(f, x, **kw)
+    return str(info.value)
+
+
+def test_the_random_weights_are_seeded_reproducibly_by_default():
+    x = np.linspace(-1, 1, 5)
+    f = lambda v: Scaled(2.0, rel=0.1)(v)
+    first = _message(gradient_check, f, x)
+    assert first == _message(gradient_check, f, x) == _message(gradient_check, f, x, seed=0)
+    assert first != _message(gradient_check, f, x, seed=1)
+
+    class CubeOff(lz.Function):
+        def forward(self, v):
+            return v ** 3
+
+        def backward(self, gy):
+            (v,) = self.inputs
+            return gy * 3 * v * v * 1.1
+
+    g = lambda v: CubeOff()(v)
+    second = _message(check_double_backward, g, x + 2)
+    assert second == _message(check_double_backward, g, x + 2, seed=0)
+    assert second != _message(check_double_backward, g, x + 2, seed=1)
+
+
+def test_message_format_for_finite_and_non_finite_values():
+    finite = _message(gradient_check, lambda v: Scaled(2.0, rel=0.1)(v), np.ones(2))
+    assert re.search(r"central differences give -?[0-9.e-]+ \(rtol=1e-05, atol=1e-06\)$", finite)
+
+    class InfGrad(lz.Function):
+        def forward(self, v):
+            return v * 1.0
+
+        def backward(self, gy):
+            return gy * lz.Variable(np.array([np.inf, 1.0]))
+
+    non_finite = _message(gradient_check, lambda v: InfGrad()(v), np.ones(2))
+    assert re.search(r"give -?[0-9.e-]+ \(a non-finite value; pass nan_ok=True if expected\) "
+                     r"\(rtol=1e-05, atol=1e-06\)$", non_finite)
+
+
+def test_double_backward_of_an_output_without_grad_says_so():
+    with pytest.raises(AssertionError,
+                       match=r"^check_double_backward: f has no gradient to differentiate$"):
+        check_double_backward(lambda v: lz.Variable(np.ones(2), requires_grad=False), np.ones(2))
+
+
+def test_double_backward_counts_every_input_even_after_an_unused_one():
+    class BadCube(lz.Function):
+        def forward(self, v):
+            return v ** 3
+
+        def backward(self, gy):
+            (v,) = self.inputs
+            return gy * 3 * lz.Variable(v.data ** 2, requires_grad=False)   # v detached
+
+    a, b = np.array([0.5, 1.5]), np.array([1.2, -0.4])
+    assert check_double_backward(lambda u, v: v ** 3, a, b)       # u unused: no gradient
+    with pytest.raises(AssertionError):                           # u's term must count
+        check_double_backward(lambda u, v: BadCube()(u) + v ** 3, a, b)
+
+
+def test_double_backward_nan_ok_accepts_agreeing_nan_only_when_asked():
+    class NanSquare(lz.Function):
+        """x**2 whose derivative is NaN: NaN on both sides of the inner check everywhere."""
+
+        def forward(self, v):
+            return v * v
+
+        def backward(self, gy):
+            return gy * lz.Variable(np.full(2, np.nan)) * self.inputs[0]
+
+    f = lambda v: NanSquare()(v)
+    with pytest.raises(AssertionError, match="non-finite"):
+        check_double_backward(f, np.ones(2))
+    assert check_double_backward(f, np.ones(2), nan_ok=True)
