@@ -33,7 +33,7 @@ COV_DIR := build/coverage
 CHECK_LOG := build/op-checks
 test: install-test
 	$(PY) tools/budgets.py
-	rm -rf $(COV_DIR) $(CHECK_LOG) && mkdir -p $(COV_DIR)
+	rm -rf $(COV_DIR) $(CHECK_LOG) && mkdir -p $(COV_DIR) $(CHECK_LOG)
 	LEZERO_CHECK_LOG=$(CHECK_LOG) $(PY) -m pytest -n 2 --ignore=tests/parallel \
 		--cov=lezero --cov-config=.coveragerc --cov-report= \
 		--cov-report=json:$(COV_DIR)/coverage.json tests

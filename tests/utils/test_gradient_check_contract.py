@@ -27,6 +27,22 @@ class Scaled(lz.Function):
         return gy * (self.k * (1 + self.rel))
 
 
+class Cube(lz.Function):
+    """forward ``x**3``; backward ``3 x**2 * factor`` (x detached when ``detach``): right
+    to first and second order only with factor 1 and detach False."""
+
+    def __init__(self, factor=1.0, detach=False):
+        self.factor, self.detach = factor, detach
+
+    def forward(self, x):
+        return x ** 3
+
+    def backward(self, gy):
+        (x,) = self.inputs
+        x = lz.Variable(x.data, requires_grad=False) if self.detach else x
+        return gy * 3 * x * x * self.factor
+
+
 def defaults(fn):
     return {k: p.default for k, p in inspect.signature(fn).parameters.items()
             if p.default is not inspect.Parameter.empty}
@@ -140,17 +156,7 @@ def test_double_backward_without_a_gradient_says_so():
 
 
 def test_double_backward_passes_its_tolerances_and_nan_ok_on():
-    class CubeOff(lz.Function):
-        """x**3 whose backward is 3x**2 * (1 + 2e-4): its second derivative is off by 2e-4."""
-
-        def forward(self, x):
-            return x ** 3
-
-        def backward(self, gy):
-            (x,) = self.inputs
-            return gy * 3 * x * x * (1 + 2e-4)
-
-    f = lambda v: CubeOff()(v)
+    f = lambda v: Cube(1 + 2e-4)(v)          # its second derivative is off by 2e-4
     x = np.array([2.0, 3.0])
     with pytest.raises(AssertionError, match=r"rtol=0.0001, atol=1e-05"):
         check_double_backward(f, x)
@@ -203,15 +209,7 @@ def test_the_random_weights_are_seeded_reproducibly_by_default():
     assert first == _message(gradient_check, f, x) == _message(gradient_check, f, x, seed=0)
     assert first != _message(gradient_check, f, x, seed=1)
 
-    class CubeOff(lz.Function):
-        def forward(self, v):
-            return v ** 3
-
-        def backward(self, gy):
-            (v,) = self.inputs
-            return gy * 3 * v * v * 1.1
-
-    g = lambda v: CubeOff()(v)
+    g = lambda v: Cube(1.1)(v)
     second = _message(check_double_backward, g, x + 2)
     assert second == _message(check_double_backward, g, x + 2, seed=0)
     assert second != _message(check_double_backward, g, x + 2, seed=1)
@@ -240,18 +238,10 @@ def test_double_backward_of_an_output_without_grad_says_so():
 
 
 def test_double_backward_counts_every_input_even_after_an_unused_one():
-    class BadCube(lz.Function):
-        def forward(self, v):
-            return v ** 3
-
-        def backward(self, gy):
-            (v,) = self.inputs
-            return gy * 3 * lz.Variable(v.data ** 2, requires_grad=False)   # v detached
-
     a, b = np.array([0.5, 1.5]), np.array([1.2, -0.4])
     assert check_double_backward(lambda u, v: v ** 3, a, b)       # u unused: no gradient
     with pytest.raises(AssertionError):                           # u's term must count
-        check_double_backward(lambda u, v: BadCube()(u) + v ** 3, a, b)
+        check_double_backward(lambda u, v: Cube(detach=True)(u) + v ** 3, a, b)
 
 
 def test_double_backward_nan_ok_accepts_agreeing_nan_only_when_asked():
