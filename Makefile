@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test install install-test bench clean ops-count docs budgets zoo-table notebooks jupyter
+.PHONY: demo test mutate install install-test bench clean ops-count docs budgets zoo-table notebooks jupyter
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,10 +33,27 @@ install-test: $(VENV)/.installed-test
 demo: install
 	$(PY) -m lezero.demo
 
+# Line coverage (.coveragerc) and the operator check log (lezero/testing/recording.py) come
+# from the same run; the floors and the check table then fail it when crossed.  The MPI
+# runs stay out of coverage (their ranks are separate mpiexec processes).
+COV_DIR := build/coverage
+CHECK_LOG := build/op-checks
 test: install-test
 	$(PY) tools/budgets.py
-	$(PY) -m pytest -n 2 --ignore=tests/parallel tests
+	rm -rf $(COV_DIR) $(CHECK_LOG) && mkdir -p $(COV_DIR) $(CHECK_LOG)
+	LEZERO_CHECK_LOG=$(CHECK_LOG) $(PY) -m pytest -n 2 --ignore=tests/parallel \
+		--cov=lezero --cov-config=.coveragerc --cov-report= \
+		--cov-report=json:$(COV_DIR)/coverage.json tests
+	$(PY) tools/coverage_floors.py $(COV_DIR)/coverage.json --package 90 --module 75
+	$(PY) -m lezero.functions --coverage --from $(CHECK_LOG) --strict > $(CHECK_LOG)/table.md
 	$(MAKE) test-mpi
+
+# Mutation testing (slow, not part of `make test`): mutmut per area, `make mutate
+# AREAS="core optim"`; see tools/mutate.py and docs/testing.md.
+AREAS ?=
+mutate: install-test
+	$(PY) -c "import mutmut" 2>/dev/null || $(PIP) install -e ".[mutate]"
+	$(PY) tools/mutate.py $(AREAS) --jobs 2
 
 test-mpi: install-test
 	@if [ -d tests/parallel ] && ls tests/parallel/test_*.py >/dev/null 2>&1; then \

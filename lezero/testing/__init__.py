@@ -13,6 +13,7 @@ import numpy as np
 
 import lezero as lz
 from lezero import cuda
+from lezero.testing import recording
 
 __all__ = ["rand", "check_gradient", "check_double_backward", "check_torch", "check_all"]
 
@@ -42,12 +43,14 @@ def check_gradient(fn, *arrays, rtol=1e-5, atol=1e-6, eps=1e-6):
     """Backward equals float64 central differences (arrays are cast to float64)."""
     xs = [np.asarray(cuda.as_numpy(a), dtype=np.float64) for a in arrays]
     assert lz.utils.gradient_check(fn, *xs, rtol=rtol, atol=atol, eps=eps)
+    recording.record("gradient", fn, *map(lz.Variable, xs))
 
 
 def check_double_backward(fn, *arrays, rtol=1e-4, atol=1e-5, eps=1e-6):
     """Gradient of the gradient equals central differences of the gradient (float64)."""
     xs = [np.asarray(cuda.as_numpy(a), dtype=np.float64) for a in arrays]
     assert lz.utils.check_double_backward(fn, *xs, rtol=rtol, atol=atol, eps=eps)
+    recording.record("double", fn, *map(lz.Variable, xs))
 
 
 def check_torch(fn, torch_fn, *arrays, rtol=1e-4, atol=1e-5, grad=True, seed=0, xp=np):
@@ -71,8 +74,15 @@ def check_torch(fn, torch_fn, *arrays, rtol=1e-4, atol=1e-5, grad=True, seed=0, 
             assert a_np.dtype == b_np.dtype, f"output {k}: dtype {a_np.dtype} vs {b_np.dtype}"
         np.testing.assert_allclose(a_np, b_np, rtol=rtol, atol=atol,
                                    err_msg=f"forward output {k} differs from torch")
-    if not grad:
-        return
+    if grad:
+        _compare_torch_grads(lz_out, t_out, lz_in, t_in, seed, xp, rtol, atol)
+    recording.record("torch" if grad else "torch_forward", fn,
+                     *[lz.Variable(v.data) for v in lz_in])
+
+
+def _compare_torch_grads(lz_out, t_out, lz_in, t_in, seed, xp, rtol, atol):
+    """Push one random upstream gradient through both graphs; compare the input grads."""
+    torch = _torch()
     rng = np.random.default_rng(seed)
     pairs = [(a, b) for a, b in zip(lz_out, t_out) if b.requires_grad]
     gys = [rng.standard_normal(b.shape).astype(np.float32) for _, b in pairs]
