@@ -226,7 +226,7 @@ def _arg(node, args, module):
 
 @op("CumSum")
 def _cumsum(node, args, module):
-    x, axis = args[0], int(arr(args[1]))
+    x, axis = args[0], int(arr(args[1]).reshape(-1)[0])   # a 0-D tensor, or 1-D of one
     if node.attrs.get("exclusive", 0):
         raise ValueError("CumSum with exclusive=1 is not supported")
     if node.attrs.get("reverse", 0):
