@@ -24,7 +24,11 @@ EXEMPT_PACKAGES = {
 }
 # Modules below the floor that still need tests (figures of the 2026-12-03 run).  Printed
 # every run so they stay visible; remove an entry once its module passes the floor.
-KNOWN_BELOW = {}      # none today: every measured module is at 75% or more
+KNOWN_BELOW = {
+    "lezero/data/_workers.py": "the DataLoader's worker processes: 89% when tests/data run "
+                               "alone, but in the full parallel run some workers' coverage "
+                               "data is not saved (55.5% on 2026-12-03); the lines are tested",
+}
 
 
 def tolerated(path):

@@ -49,7 +49,7 @@ def test_load_is_strict_by_default(tmp_path):
 
 def test_zero_grad_keeps_zeroed_arrays_or_drops_them():
     m = nn.Linear(2, 2)
-    m(lz.Variable(np.ones((1, 2)))).sum().backward()
+    m(lz.Variable(np.ones((1, 2), np.float32))).sum().backward()
     grad = m.weight.grad
     m.zero_grad(set_to_none=False)
     assert m.weight.grad is grad and not np.any(grad.data)
@@ -62,7 +62,7 @@ def test_zero_grad_keeps_zeroed_arrays_or_drops_them():
 
 def test_move_converts_parameters_gradients_and_buffers():
     m = small()
-    m(lz.Variable(np.ones((1, 2)))).sum().backward()
+    m(lz.Variable(np.ones((1, 2), np.float32))).sum().backward()
     before_w, before_g = m[0].weight.data.copy(), m[0].weight.grad.data.copy()
     assert m._move(lambda a: a + 1) is m
     np.testing.assert_array_equal(m[0].weight.data, before_w + 1)
@@ -78,7 +78,7 @@ def test_hooks_get_their_arguments_and_each_handle_removes_its_own():
     h2 = m.register_forward_hook(lambda mod, args, out: calls.append(("h2",)))
     m.register_forward_hook(lambda mod, args, out: calls.append(("h3",)))
     pre = m.register_forward_pre_hook(lambda mod, args: calls.append(("pre", mod, args)))
-    x = lz.Variable(np.ones((1, 2)))
+    x = lz.Variable(np.ones((1, 2), np.float32))
     y = m(x)
     assert [c[0] for c in calls] == ["pre", "h1", "h2", "h3"]
     assert calls[0][1] is m and calls[0][2] == (x,)
@@ -97,7 +97,7 @@ def test_hooks_get_their_arguments_and_each_handle_removes_its_own():
 def test_a_pre_hook_can_replace_the_arguments():
     m = nn.Linear(2, 2, bias=False)
     m.register_forward_pre_hook(lambda mod, args: (args[0] * 0,))
-    assert not np.any(m(lz.Variable(np.ones((1, 2)))).data)
+    assert not np.any(m(lz.Variable(np.ones((1, 2), np.float32))).data)
     m2 = nn.Identity()
     m2.register_forward_pre_hook(lambda mod, args: lz.Variable(np.full(2, 7.0)))  # one value
     np.testing.assert_array_equal(m2(lz.Variable(np.ones(2))).data, [7.0, 7.0])
