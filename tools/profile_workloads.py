@@ -107,7 +107,8 @@ def main(words):
     text = "\n".join([
         "<!-- breakdown:start -->",
         f"Measured {today} with `PYTHONPATH=. python tools/profile_workloads.py` ({threads} "
-        f"threads, shared machine under load; best of {STEPS} warm steps).",
+        f"threads, load average {os.getloadavg()[0]:.1f} at the end; best of {STEPS} warm "
+        "steps).",
         "",
         "| workload | LeZero ms | PyTorch ms | NumPy floor ms | minor faults/step | "
         "operator calls/step | backward | optimizer step | copies |",
