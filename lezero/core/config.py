@@ -20,6 +20,7 @@ class _Settings:
 
     def __init__(self, values):
         self.__dict__.update(values)
+        self._derived = {}          # (name, value) -> the snapshot ``replace`` made
 
     def __getattr__(self, name):
         # Only reached for settings registered after this snapshot was made.
@@ -34,8 +35,8 @@ class _Settings:
         # Only plain values are cached: a cached tuple of hooks would keep every hook ever
         # entered (and what it holds) alive.
         key = (name, value) if isinstance(value, (bool, int, float, str, type(None))) else None
-        derived = self.__dict__.setdefault("_derived", {})
-        snap = derived.get(key) if key is not None else None
+        derived = self._derived
+        snap = derived.get(key)
         if snap is None:
             values = {k: v for k, v in self.__dict__.items() if k != "_derived"}
             values[name] = value
