@@ -131,16 +131,21 @@ def _planes(x, col, geo, first, stop, gather):
                                 cf[b0:b0 + Ho * Wo] = 0
                             continue
                         xf = x[n, c, iz].reshape(H * W)
-                        if gather:
+                        if gather and r0 > 0:
                             cf[b0:b0 + r0 * Wo] = 0              # rows in the padding
+                        if gather and r1 < Ho:
                             cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
                         for oh in range(r0, r1):
                             base = b0 + oh * Wo
                             ud = uint64(base + w0)
                             us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
                             if gather:
-                                cf[base:base + w0] = 0           # columns in the padding
-                                cf[base + w1:base + Wo] = 0
+                                # columns in the padding (tested first: an empty slice
+                                # assignment still costs as much as a short copy)
+                                if w0 > 0:
+                                    cf[base:base + w0] = 0
+                                if w1 < Wo:
+                                    cf[base + w1:base + Wo] = 0
                                 for j in range(w1 - w0):
                                     uj = uint64(j)
                                     cf[ud + uj] = xf[us + uj * usw]

@@ -13,7 +13,7 @@ import numpy as np
 
 from lezero.kernels import enabled, jit
 
-__all__ = ["scatter_add_", "scatter_add_ref", "scatter_add_rows_"]
+__all__ = ["scatter_add_", "scatter_add_ref", "scatter_add_rows_", "scatter_planes_"]
 
 
 def scatter_add_ref(target, index, values):
@@ -28,26 +28,43 @@ def scatter_add_ref(target, index, values):
 
 @jit(cache=True)
 def _scatter_rows(target, index, values):
-    n = target.shape[0]
-    for i in range(index.shape[0]):
-        r = index[i]
-        if r < 0:
-            r += n
-        if r < 0 or r >= n:
-            raise IndexError("scatter_add_: index out of range")
-        for j in range(values.shape[1]):
-            target[r, j] += values[i, j]
+    """``target[p, index[p, i]] += values[p, i]`` for every plane ``p``: ``target`` is
+    (planes, n, width), ``index`` (planes, m), ``values`` (planes, m, width)."""
+    n, width = target.shape[1], target.shape[2]
+    for p in range(target.shape[0]):
+        for i in range(index.shape[1]):
+            r = index[p, i]
+            if r < 0:
+                r += n
+            if r < 0 or r >= n:
+                raise IndexError("scatter_add_: index out of range")
+            if width == 1:        # max pooling's planes: a loop of one costs 2x here
+                target[p, r, 0] += values[p, i, 0]
+            else:
+                for j in range(width):
+                    target[p, r, j] += values[p, i, j]
+
+
+def scatter_planes_(target, index, values):
+    """The kernel over planes: ``target[p, index[p, i]] += values[p, i]`` for a
+    C-contiguous ``target`` (planes, n, ...), an integer ``index`` (planes, m) and
+    ``values`` of shape (planes, m) + target.shape[2:].  Max pooling's backward: one plane
+    per (sample, channel), no flat indices to build."""
+    planes, n = target.shape[:2]
+    width = math.prod(target.shape[2:])
+    m = index.shape[1]
+    values = np.ascontiguousarray(values, dtype=target.dtype).reshape(planes, m, width)
+    # int64 always: unsigned indices would make Numba type ``r + n`` as a float.
+    _scatter_rows(target.reshape(planes, n, width), index.astype(np.int64, copy=False),
+                  values)
+    return target
 
 
 def scatter_add_rows_(target, index, values):
     """The kernel: ``target[index[i]] += values[i]`` for a C-contiguous ``target`` of shape
     (n, ...), a 1-D integer ``index`` (negative counts from the end) and ``values`` of
     shape (len(index),) + target.shape[1:]."""
-    width = math.prod(target.shape[1:])
-    values = np.ascontiguousarray(values, dtype=target.dtype).reshape(index.shape[0], width)
-    # int64 always: unsigned indices would make Numba type ``r + n`` as a float.
-    _scatter_rows(target.reshape(target.shape[0], width), index.astype(np.int64, copy=False),
-                  values)
+    scatter_planes_(target[None], np.asarray(index)[None], np.asarray(values)[None])
     return target
 
 

@@ -1,11 +1,17 @@
 """im2col + GEMM: the general convolution algorithm (any dims, stride, dilation, groups).
 
-The patches of ``x`` are laid out as ``col (C*K, N*L)`` (channel-kernel rows, batch-position
-columns), so each product is a single GEMM per group over the whole batch:
+The patches of ``x`` are laid out as ``col (C*K, N, L)`` (channel-kernel rows, then batch
+and output position), which serves two ways of running the products:
 
-    forward      y  (Cout, N*L)  = W (Cout, C*K) @ col
-    grad_input   gcol            = W^T @ gy (Cout, N*L),   then col2im
+* one GEMM per group over the whole batch (large problems: the GEMMs are efficient)::
+
+    forward      y  (Cout, N*L)  = W (Cout, C*K) @ col          then transposed to (N, Cout, L)
+    grad_input   gcol            = W^T @ gy (Cout, N*L)         gy transposed first; col2im
     grad_weight  gW              = gy (Cout, N*L) @ col^T
+
+* one small GEMM per sample (``per_sample``: LeNet-sized layers), on ``col`` viewed as
+  ``(N, C*K, L)``: ``y[n] = W @ col[n]`` is written straight into ``y``, gy is read in
+  place and ``gW`` is the sum of ``col[n] @ gy[n]^T``: no transposed copies.
 
 ``col`` and the GEMM products live in reused scratch buffers.  The Numba kernels in
 ``lezero.kernels.im2col`` gather and scatter without a padded copy; the NumPy reference
@@ -15,7 +21,7 @@ import math
 
 from lezero.kernels import im2col as im2col_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import Algorithm, scratch
+from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 
@@ -50,40 +56,99 @@ def channels_first(gy, name="gy_t"):
     return out
 
 
+# Per-sample products: below this many multiply-adds per sample (M*N*K of one sample's
+# GEMM), a stacked matmul over the batch beats one batch-wide GEMM.  It writes y (and reads
+# gy) in their own (N, C, L) layout, so the channels-first copies go, and OpenBLAS's
+# small-matrix path takes each product; above it, one large GEMM is faster (measured on
+# LeNet's and ResNet's layers: benchmarks/bench_conv.py).
+PER_SAMPLE_MACS = 2 ** 21
+
+# The forward pass keeps its columns for grad_weight when they are at most this large
+# (and the weight wants a gradient): re-gathering them is a third of a small layer's
+# backward, while for large layers the GEMMs dominate and the columns (K times the
+# input) would cost too much memory to keep.
+KEEP_COL_BYTES = 16 << 20
+
+
+def keeps_columns(prob):
+    """Whether the forward pass keeps its columns for grad_weight (size permitting)."""
+    g = prob.geom
+    nbytes = prob.in_channels * g.kernel_volume * prob.batch * g.out_volume * prob.itemsize
+    return nbytes <= KEEP_COL_BYTES
+
+
+def _columns(x, prob, cache, keep):
+    """``im2col(x)``: the forward's kept columns when they are in ``cache``, else gathered
+    anew (into a new array when ``keep``, else the scratch buffer)."""
+    col = cached(cache, "im2col:col", x)
+    if col is None:
+        g = prob.geom
+        shape = (prob.in_channels * g.kernel_volume, prob.batch, g.out_volume)
+        col = im2col(x, g, out=xp_of(x).empty(shape, dtype=x.dtype) if keep else None)
+        if keep:
+            store(cache, "im2col:col", x, col)
+    return col
+
+
+def per_sample(prob):
+    """Whether the products of ``prob`` run as one small GEMM per sample."""
+    g = prob.geom
+    kdim = (prob.in_channels // g.groups) * g.kernel_volume
+    return (prob.out_channels // g.groups) * g.out_volume * kdim <= PER_SAMPLE_MACS
+
+
 class Im2col(Algorithm):
     name = "im2col"
-    summary = "patch matrix + one GEMM per group (any geometry)"
+    summary = "patch matrix + GEMMs (one per group, or per sample when small; any geometry)"
+
+    @staticmethod
+    def _dims(prob):
+        g = prob.geom
+        G = g.groups
+        return G, prob.out_channels // G, (prob.in_channels // G) * g.kernel_volume, g.out_volume
 
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)
-        g, G = prob.geom, prob.geom.groups
-        N, Cout, L = prob.batch, prob.out_channels, g.out_volume
-        kdim = w.shape[1] * g.kernel_volume
-        col = im2col(x, g).reshape(G, kdim, N * L)
-        prod = scratch("gemm", (G, Cout // G, N * L), x.dtype, xp)
-        xp.matmul(w.reshape(G, Cout // G, kdim), col, out=prod)
+        G, M, kdim, L = self._dims(prob)
+        N = prob.batch
+        keep = bool(cache and cache.get("keep_input")) and keeps_columns(prob)
+        col = _columns(x, prob, cache, keep).reshape(G, kdim, N, L)
+        w3 = w.reshape(G, M, kdim)
         y = xp.empty(prob.y_shape, dtype=x.dtype)
-        y.reshape(N, Cout, L)[...] = prod.reshape(Cout, N, L).transpose(1, 0, 2)
+        if per_sample(prob):
+            xp.matmul(w3, col.transpose(2, 0, 1, 3), out=y.reshape(N, G, M, L))
+            return y
+        prod = scratch("gemm", (G, M, N * L), x.dtype, xp)
+        xp.matmul(w3, col.reshape(G, kdim, N * L), out=prod)
+        y.reshape(N, G * M, L)[...] = prod.reshape(G * M, N, L).transpose(1, 0, 2)
         return y
 
     def grad_input(self, gy, w, prob, cache):
         xp = xp_of(gy)
-        g, G = prob.geom, prob.geom.groups
-        N, Cout, L = prob.batch, prob.out_channels, g.out_volume
-        kdim = w.shape[1] * g.kernel_volume
-        gyt = channels_first(gy).reshape(G, Cout // G, N * L)
-        gcol = scratch("col", (G, kdim, N * L), gy.dtype, xp)
-        xp.matmul(w.reshape(G, Cout // G, kdim).transpose(0, 2, 1), gyt, out=gcol)
-        return col2im(gcol.reshape(G * kdim, N, L), g, prob.x_shape, gy.dtype)
+        G, M, kdim, L = self._dims(prob)
+        N = prob.batch
+        wt = w.reshape(G, M, kdim).transpose(0, 2, 1)
+        gcol = scratch("col", (G, kdim, N, L), gy.dtype, xp)
+        if per_sample(prob):
+            xp.matmul(wt, gy.reshape(N, G, M, L), out=gcol.transpose(2, 0, 1, 3))
+        else:
+            gyt = channels_first(gy).reshape(G, M, N * L)
+            xp.matmul(wt, gyt, out=gcol.reshape(G, kdim, N * L))
+        return col2im(gcol.reshape(G * kdim, N, L), prob.geom, prob.x_shape, gy.dtype)
 
     def grad_weight(self, x, gy, prob, cache):
         xp = xp_of(x)
-        g, G = prob.geom, prob.geom.groups
-        N, Cout, L = prob.batch, prob.out_channels, g.out_volume
-        kdim = (prob.in_channels // G) * g.kernel_volume
-        col = im2col(x, g).reshape(G, kdim, N * L)
-        gyt = channels_first(gy).reshape(G, Cout // G, N * L)
-        gw = xp.matmul(gyt, col.transpose(0, 2, 1))
+        G, M, kdim, L = self._dims(prob)
+        N = prob.batch
+        col = _columns(x, prob, cache, False).reshape(G, kdim, N, L)
+        if per_sample(prob):
+            # (N, G, kdim, M) products, summed over the batch
+            parts = scratch("gw_parts", (N, G, kdim, M), x.dtype, xp)
+            xp.matmul(col.transpose(2, 0, 1, 3), gy.reshape(N, G, M, L).transpose(0, 1, 3, 2),
+                      out=parts)
+            return parts.sum(axis=0).transpose(0, 2, 1).reshape(prob.w_shape)
+        gyt = channels_first(gy).reshape(G, M, N * L)
+        gw = xp.matmul(gyt, col.reshape(G, kdim, N * L).transpose(0, 2, 1))
         return gw.reshape(prob.w_shape)
 
     # -- cost model --
@@ -94,17 +159,25 @@ class Im2col(Algorithm):
         return (col + out) * prob.itemsize
 
     def predict(self, prob, op, reuse=False):
-        g, G = prob.geom, prob.geom.groups
-        NL = prob.batch * g.out_volume
-        kdim = (prob.in_channels // G) * g.kernel_volume
-        col = prob.in_channels * g.kernel_volume * NL * prob.itemsize
-        ybytes = prob.out_channels * NL * prob.itemsize
-        xbytes = math.prod(prob.x_shape) * prob.itemsize
+        G, M, kdim, L = self._dims(prob)
+        N, size = prob.batch, prob.itemsize
+        col = G * kdim * N * L * size
+        ybytes = G * M * N * L * size
+        xbytes = math.prod(prob.x_shape) * size
+        # grad_weight after this algorithm's forward finds the columns kept (when small)
+        gather = 0.0 if reuse and keeps_columns(prob) else stream_seconds(col + xbytes)
+        if per_sample(prob):
+            # no channels-first copies; grad_weight sums the per-sample products instead
+            if op == "forward":
+                return stream_seconds(col + xbytes) + gemm_seconds(M, L, kdim, G * N)
+            if op == "grad_input":
+                return gemm_seconds(kdim, L, M, G * N) + stream_seconds(col + 2 * xbytes)
+            return (gather + gemm_seconds(kdim, M, L, G * N)
+                    + stream_seconds(N * G * kdim * M * size))
         if op == "forward":
-            return (stream_seconds(col + xbytes) + gemm_seconds(prob.out_channels // G, NL, kdim, G)
+            return (stream_seconds(col + xbytes) + gemm_seconds(M, N * L, kdim, G)
                     + stream_seconds(2 * ybytes))
         if op == "grad_input":
-            return (stream_seconds(2 * ybytes) + gemm_seconds(kdim, NL, prob.out_channels // G, G)
+            return (stream_seconds(2 * ybytes) + gemm_seconds(kdim, N * L, M, G)
                     + stream_seconds(col + 2 * xbytes))
-        return (stream_seconds(col + xbytes) + stream_seconds(2 * ybytes)
-                + gemm_seconds(prob.out_channels // G, kdim, NL, G))
+        return gather + stream_seconds(2 * ybytes) + gemm_seconds(M, kdim, N * L, G)

@@ -58,6 +58,49 @@ def test_all_algorithms_agree_with_the_float64_reference(x_shape, w_shape, kw, o
     assert len(ran) >= 2, f"only {ran} support {prob.geom.describe()}"
 
 
+@pytest.mark.parametrize("x_shape,w_shape,kw", PROBLEMS)
+@pytest.mark.parametrize("op", ["forward", "grad_input", "grad_weight"])
+def test_im2col_per_sample_and_batch_wide_gemms_agree(x_shape, w_shape, kw, op, monkeypatch):
+    # small problems take one GEMM per sample; forcing the threshold below them runs the
+    # batch-wide GEMM with its transposed copies instead: both must give the same numbers
+    from lezero.functions.conv import im2col
+    prob = _problem(x_shape, w_shape, kw, "float64")
+    a, b = autotune.make_inputs(prob, op, seed=5)
+    algo = select.ALGORITHMS["im2col"]
+    assert im2col.per_sample(prob)
+    small = algo.run(op, a, b, prob, {}).copy()
+    monkeypatch.setattr(im2col, "PER_SAMPLE_MACS", -1)
+    assert not im2col.per_sample(prob)
+    wide = algo.run(op, a, b, prob, {})
+    np.testing.assert_allclose(small, wide, rtol=1e-12, atol=1e-12)
+    assert algo.predict(prob, op) > 0
+
+
+def test_im2col_keeps_small_columns_for_grad_weight(monkeypatch):
+    from lezero.functions.conv import im2col
+    prob = _problem((2, 3, 8, 8), (4, 3, 3, 3), dict(padding=1))
+    x, w = autotune.make_inputs(prob, "forward", seed=1)
+    gy, _ = autotune.make_inputs(prob, "grad_input", seed=2)
+    algo, gathers = select.ALGORITHMS["im2col"], []
+    real = im2col.im2col
+    monkeypatch.setattr(im2col, "im2col", lambda *a, **k: gathers.append(1) or real(*a, **k))
+    expected = algo.grad_weight(x, gy, prob, {})
+    assert len(gathers) == 1
+    for keep, limit, calls in [(True, im2col.KEEP_COL_BYTES, 1), (True, 0, 2),
+                               (False, im2col.KEEP_COL_BYTES, 2)]:
+        monkeypatch.setattr(im2col, "KEEP_COL_BYTES", limit)
+        gathers.clear()
+        cache = {"keep_input": keep}
+        algo.forward(x, w, prob, cache)
+        algo.grad_input(gy, w, prob, cache)       # reuses the scratch buffer named "col"
+        np.testing.assert_array_equal(algo.grad_weight(x, gy, prob, cache), expected)
+        assert len(gathers) == calls, (keep, limit)
+        assert ("im2col:col" in cache) == (calls == 1)
+    # the cost model counts the kept columns as free
+    monkeypatch.setattr(im2col, "KEEP_COL_BYTES", 16 << 20)
+    assert algo.predict(prob, "grad_weight", reuse=True) < algo.predict(prob, "grad_weight")
+
+
 @pytest.mark.parametrize("algo", ["im2col", "winograd_2x2", "winograd_4x4", "fft"])
 def test_each_algorithm_matches_torch_and_central_differences(algo):
     kw = dict(padding=1) if algo.startswith("winograd") else dict(padding=1, stride=2, dilation=2)
