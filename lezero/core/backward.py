@@ -194,8 +194,9 @@ class _Pass:
             x.grad.data[...] = x.grad.data + g.data
         else:
             x.grad.data += g.data
-        for hook in list(x._post_hooks or ()):
-            hook(x)
+        if x._post_hooks:
+            for hook in list(x._post_hooks):
+                hook(x)
 
     def _owned(self, g):
         """``g``, copied unless its memory is fresh and writable: optimizers and clipping
@@ -215,11 +216,13 @@ class _Pass:
     def output_grads(self, f):
         """Pop the complete gradients of ``f``'s outputs (running their hooks), zero-filling
         outputs that got none; None when no output got one (nothing to propagate)."""
-        gys = []
+        gys, missing = [], []
         for ref in f.outputs:
             y = ref()
             g = None if y is None else self.grads.pop(y, None)
-            if g is not None:
+            if g is None:
+                missing.append(len(gys))
+            else:
                 if y._hooks:
                     g = _apply_hooks(y, g)
                 if self.retain_grad:
@@ -227,7 +230,6 @@ class _Pass:
                 if self.wanted is not None and y in self.wanted:
                     self.found[y] = g
             gys.append(g)
-        missing = [i for i, g in enumerate(gys) if g is None]
         if len(missing) == len(gys):
             return None
         for i in missing:              # an output that received no gradient: zeros
@@ -238,6 +240,15 @@ class _Pass:
 
     def propagate(self, outputs):
         """Visit every Function behind ``outputs`` once, latest generation first."""
+        f = outputs[0].creator
+        if len(outputs) == 1 and f is not None and self.uses is None and all(
+                [x.creator is None for x in f.inputs]):
+            # One Function on leaves, no Variable hooks: nothing to order or to hold back;
+            # a leaf used twice simply accumulates twice.
+            for x, gx in zip(f.inputs, _call_backward(f, self.output_grads(f), self.hooks)):
+                if gx is not None:
+                    self.finish_leaf(x, gx)
+            return
         grads, uses, leaves, heap, queued = self.grads, self.uses, self.leaves, [], set()
         for f in [y.creator for y in outputs if y.creator is not None]:
             if f not in queued:

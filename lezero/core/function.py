@@ -35,31 +35,38 @@ class Function:
             raise RuntimeError(f"{type(self).__name__}: this Function instance was already "
                                "called and is part of a graph; create a new instance for "
                                f"each call ({type(self).__name__}()(x), not op(x1); op(x2))")
-        inputs = _as_variables(inputs)
+        for x in inputs:
+            if not isinstance(x, Variable):
+                inputs = _as_variables(inputs)
+                break
         cfg = get_config()
         hooks = cfg.function_hooks
         for h in hooks:     # hooks may replace the inputs first (autocast inserts casts here)
             inputs = h.transform_inputs(self, inputs)
-        needs = tuple([x.requires_grad for x in inputs]) if cfg.enable_backprop else ()
-        record = True in needs      # record only when some input wants a gradient
-        self.needs_input_grad = needs if record else (False,) * len(inputs)
-        xs = [x.data for x in inputs]
+        xs, needs, generation = [], [], 0       # one loop: cheaper than three
+        for x in inputs:
+            xs.append(x.data)
+            needs.append(x.requires_grad)
+            if x.generation > generation:
+                generation = x.generation
+        # record only when some input wants a gradient
+        record = cfg.enable_backprop and True in needs
+        self.needs_input_grad = tuple(needs) if record else (False,) * len(xs)
 
         for h in hooks:
             h.forward_preprocess(self, xs)
         ys = self.forward(*xs)
-        if not isinstance(ys, tuple):
-            ys = (ys,)
         for h in hooks:
             h.forward_postprocess(self, xs)
 
+        ys = ys if type(ys) is tuple else (ys,)
         outputs = [Variable(y if type(y) is np.ndarray else as_array(y), requires_grad=record)
                    for y in ys]
         if record:
-            self.generation = max([x.generation for x in inputs])
+            self.generation = generation
             for out in outputs:
                 out.creator = self
-                out.generation = self.generation + 1
+                out.generation = generation + 1
             self.inputs = inputs
             self.outputs = [weakref.ref(out) for out in outputs]
             if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
@@ -89,16 +96,16 @@ def _as_variables(inputs):
     Python scalars take the dtype NumPy gives them next to the first array input, so
     ``x * 2.0`` keeps a float32 ``x`` in float32.
     """
-    out, like = [], None
+    arrays = cuda.array_types()
+    # the first array among the inputs sets scalars' dtype
+    like = next((v.data if isinstance(v, Variable) else v for v in inputs
+                 if isinstance(v, (Variable,) + arrays)), None)
+    out = []
     for x in inputs:
         if not isinstance(x, Variable):
-            arrays = cuda.array_types()
             if not isinstance(x, (bool, int, float, np.generic) + arrays):
                 raise TypeError(f"lezero operator got an input of type {type(x).__name__}; "
                                 "expected a Variable, an ndarray or a Python number")
-            if like is None:       # the first array among the inputs sets scalars' dtype
-                like = next((v.data if isinstance(v, Variable) else v for v in inputs
-                             if isinstance(v, (Variable,) + arrays)), None)
             x = Variable(as_array(x, like), requires_grad=False)
         out.append(x)
     return out

@@ -25,13 +25,13 @@ class FunctionHook:
         return inputs
 
     def forward_preprocess(self, function, in_data):
-        pass
+        """Before ``function.forward`` runs on the arrays ``in_data``."""
 
     def forward_postprocess(self, function, in_data):
-        pass
+        """After ``function.forward`` returned (its outputs are not made yet)."""
 
     def backward_preprocess(self, function, grad_outputs):
-        pass
+        """Before ``function.backward`` runs on the Variables ``grad_outputs``."""
 
     def backward_postprocess(self, function, grad_outputs):
-        pass
+        """After ``function.backward`` returned."""

@@ -2,8 +2,8 @@
 
 This file knows the graph only.  What makes a Variable feel like an array -- operators
 and methods (``+``, ``@``, ``x.sum()``, ``x.T``), its repr, comparisons, ``item()``,
-devices, ``detach()`` -- is attached by ``lezero.functions.variable_methods`` when the
-package is imported.
+devices, ``detach()``, ``unchain()`` -- is attached by ``lezero.functions.variable_methods``
+when the package is imported.
 """
 import numpy as np
 
@@ -109,21 +109,6 @@ class Variable:
         if self._post_hooks is None:
             self._post_hooks = []
         return _HookHandle(self._post_hooks, fn)
-
-    def unchain(self):
-        """Cut the link to the creator: this Variable becomes a leaf."""
-        self.creator = None
-
-    def unchain_backward(self):
-        """Cut every link in the graph behind this Variable (truncated backprop)."""
-        funcs = [self.creator] if self.creator is not None else []
-        while funcs:
-            f = funcs.pop()
-            for x in f.inputs:
-                if x.creator is not None:
-                    funcs.append(x.creator)
-                    x.unchain()
-
 
 class Parameter(Variable):
     """A Variable that a Module registers as trainable."""

@@ -8,7 +8,8 @@ The core (``lezero.core.variable``) knows the graph only.  ``install(F)``, calle
 - the array manners of ``ArrayManners``: repr, ``len``, ``item()``, ``bool``/``float``/
   ``int``, ``np.asarray(x)``, comparisons (constant boolean Variables, as in PyTorch);
 - PyTorch's names for the same things (``numel``, ``dim``, ``is_leaf``, ``device``,
-  ``numpy``, ``tolist``, ``detach``, ``requires_grad_``);
+  ``numpy``, ``tolist``, ``detach``, ``requires_grad_``), and DeZero's in-place detaching
+  (``unchain``, ``unchain_backward``);
 - devices: ``to_cpu``/``to_gpu`` (in place, Chainer's way);
 - ``torch.Tensor``'s methods that return a new Variable (``to``, ``float``, ``view``,
   ``permute``, ``clone``, ``size()``...): ``lezero.functions.tensor_methods``.
@@ -87,6 +88,21 @@ class ArrayManners:
     def dim(self):
         """The number of axes (``ndim``)."""
         return self.data.ndim
+
+    def unchain(self):
+        """Cut the link to the creator: this Variable becomes a leaf (DeZero's in-place
+        ``detach``)."""
+        self.creator = None
+
+    def unchain_backward(self):
+        """Cut every link in the graph behind this Variable (truncated backprop)."""
+        funcs = [self.creator] if self.creator is not None else []
+        while funcs:
+            f = funcs.pop()
+            for x in f.inputs:
+                if x.creator is not None:
+                    funcs.append(x.creator)
+                    x.unchain()
 
     @property
     def is_leaf(self):
