@@ -4,7 +4,8 @@ The engine only: operators live in ``lezero.functions``, the process generator i
 ``lezero.random``, profilers and allocator settings in ``lezero.utils``.
 """
 # variable first: it pulls in the backward engine once Variable exists.
-from lezero.core.variable import Parameter, Variable, as_array, as_variable
+from lezero.core.variable import Parameter, Variable, as_variable
+from lezero.cuda import as_array
 from lezero.core.backward import backward, count_leaf_uses, grad
 from lezero.core.config import (Config, enable_grad, get_config, no_grad, pop_setting,
                                 push_setting, register_setting, test_mode, using_config)

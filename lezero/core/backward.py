@@ -12,13 +12,19 @@ One pass runs in three phases:
 
 Gradients are Variables.  Unless ``create_graph`` is set they are computed with graph
 recording off, so first-order training builds no extra graph.
+
+The pass runs Python for every Function, so its per-Function cost is what small operators
+pay: a graph of one Function on leaves (``(a + b).backward()``) skips the heap, and the
+common cases (one seed, one output, a gradient Variable of the right shape) take the
+first branch of each test.
 """
 import heapq
 
 from lezero import cuda
 from lezero.core.config import get_config, pop_setting, push_setting
 from lezero.core.function import Function
-from lezero.core.variable import Variable, as_array, live_hook_count
+from lezero.core.variable import Variable, live_hook_count
+from lezero.cuda import as_array
 
 
 def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False):
@@ -69,7 +75,7 @@ def _add(total, g):
         return g
     if get_config().enable_backprop:        # create_graph: keep the sum differentiable
         return Accumulate()(total, g)
-    return Variable(total.data + g.data, requires_grad=False)
+    return Variable(total.data + g.data, None, False)     # positional: faster than keywords
 
 
 # ----- phase 1: seed -----------------------------------------------------------------------
@@ -88,15 +94,16 @@ def _seed(outputs, grad_outputs):
                              "from constants only, or under no_grad)")
         g = None if grad_outputs is None else grad_outputs[i]
         if g is None:
-            ones = cuda.get_array_module(y.data).empty_like(y.data)
-            ones.fill(1)                  # empty + fill: several times faster than ones()
-            g = Variable(ones, requires_grad=False)
-        elif not isinstance(g, Variable):
-            g = Variable(as_array(g, y.data), requires_grad=False)
-        if g.data.shape != y.data.shape:
-            raise ValueError(f"backward: grad_outputs[{i}] has shape {g.shape} but "
-                             f"outputs[{i}] has shape {y.shape}")
-        seeds[y] = _add(seeds.get(y), g)
+            g = y.data.copy()           # copy + fill: several times faster than ones_like()
+            g.fill(1)
+            g = Variable(g, None, False)
+        else:
+            if not isinstance(g, Variable):
+                g = Variable(as_array(g, y.data), requires_grad=False)
+            if g.data.shape != y.data.shape:
+                raise ValueError(f"backward: grad_outputs[{i}] has shape {g.shape} but "
+                                 f"outputs[{i}] has shape {y.shape}")
+        seeds[y] = _add(seeds[y], g) if y in seeds else g
     return seeds
 
 
@@ -137,19 +144,23 @@ def _call_backward(f, gys, hooks):
     gxs = f.backward(*gys)
     for h in hooks:
         h.backward_postprocess(f, gys)
-    gxs = gxs if type(gxs) is tuple else (gxs,)
-    if len(gxs) != len(f.inputs):
+    if type(gxs) is not tuple:
+        gxs = (gxs,)
+    inputs = f.inputs
+    if len(gxs) != len(inputs):
         raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
-                         f"for {len(f.inputs)} inputs")
+                         f"for {len(inputs)} inputs")
     out = []
-    for x, gx, needed in zip(f.inputs, gxs, f.needs_input_grad):
-        if gx is not None and needed:
-            if not isinstance(gx, Variable):
-                gx = Variable(as_array(gx), requires_grad=False)
-            if gx.data.shape != x.data.shape:
-                raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
-                                 f"shape {gx.shape} for an input of shape {x.shape}")
-        out.append(gx if needed else None)
+    for x, gx, needed in zip(inputs, gxs, f.needs_input_grad):
+        if gx is None or not needed:
+            out.append(None)
+            continue
+        if not isinstance(gx, Variable):
+            gx = Variable(as_array(gx), requires_grad=False)
+        if gx.data.shape != x.data.shape:
+            raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
+                             f"shape {gx.shape} for an input of shape {x.shape}")
+        out.append(gx)
     return out
 
 
@@ -163,13 +174,17 @@ def _root(a):
 
 
 class _Pass:
-    """What one backward pass carries between its phases."""
+    """What one backward pass carries between its phases: ``grads`` holds the gradient
+    summed so far of each Variable still to be processed (after ``propagate``, of the
+    leaves still to finish)."""
 
-    def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted):
+    __slots__ = ("grads", "retain_grad", "create_graph", "wanted", "found", "hooks", "uses",
+                 "claimed")
+
+    def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted, hooks):
         self.grads = _seed(outputs, grad_outputs)
         self.retain_grad, self.create_graph, self.wanted = retain_grad, create_graph, wanted
-        self.found, self.hooks = {}, get_config().function_hooks
-        self.leaves = {y: None for y in outputs if y.creator is None}
+        self.found, self.hooks = {}, hooks
         # With no hook registered anywhere, finishing every leaf at the end is the same.
         self.uses = count_leaf_uses(outputs) if live_hook_count() else None
         # Caller-given gradients must be copied before they become some leaf's .grad.
@@ -184,16 +199,18 @@ class _Pass:
             if x in self.wanted:
                 self.found[x] = g
             return
-        if self.create_graph:
-            x.grad = g if x.grad is None else x.grad + g
-        elif x.grad is None:
-            x.grad = self._owned(g)
+        old = x.grad
+        if old is None:
+            x.grad = g if self.create_graph else self._owned(g)
+        elif self.create_graph:
+            x.grad = old + g
         elif g.data.size == 1:
-            # NumPy's in-place add costs about three times more for one element than for
-            # two (0.8 against 0.27 us, numpy 2.4): scalar parameters (PReLU's) pay it.
-            x.grad.data[...] = x.grad.data + g.data
+            # NumPy's in-place add of one element costs several times an element's add
+            # (2.1 against 0.6 us here, numpy 2.4): scalar parameters (PReLU's) pay it.
+            i = (0,) * old.data.ndim
+            old.data[i] += g.data[i]
         else:
-            x.grad.data += g.data
+            old.data += g.data
         if x._post_hooks:
             for hook in list(x._post_hooks):
                 hook(x)
@@ -203,9 +220,6 @@ class _Pass:
         update ``.grad`` in place, and a gradient may be a broadcast view, the caller's
         seed, or shared by several leaves."""
         d = g.data
-        if d.base is None and id(d) not in self.claimed:
-            self.claimed.add(id(d))
-            return g
         root = _root(d)
         if id(root) in self.claimed or not getattr(d.flags, "writeable", True):
             d = d.copy()
@@ -230,30 +244,39 @@ class _Pass:
                 if self.wanted is not None and y in self.wanted:
                     self.found[y] = g
             gys.append(g)
-        if len(missing) == len(gys):
-            return None
-        for i in missing:              # an output that received no gradient: zeros
-            shape, dtype = f.output_meta[i]
-            xp = cuda.get_array_module(f.inputs[0].data)
-            gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
+        if missing:
+            if len(missing) == len(gys):
+                return None
+            for i in missing:              # an output that received no gradient: zeros
+                shape, dtype = f.output_meta[i]
+                xp = cuda.get_array_module(f.inputs[0].data)
+                gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
         return gys
+
+    def propagate_one(self, f):
+        """``f`` alone on leaves, no Variable hooks: nothing to order or to hold back.
+        A leaf given twice (``x * x``) goes through ``grads``, which sums its uses."""
+        inputs = f.inputs
+        n = len(inputs)
+        alone = n == 1 or (inputs[0] is not inputs[1] if n == 2 else len(set(inputs)) == n)
+        for x, gx in zip(inputs, _call_backward(f, self.output_grads(f), self.hooks)):
+            if gx is None:
+                continue
+            if alone:
+                self.finish_leaf(x, gx)
+            else:
+                self.grads[x] = _add(self.grads.get(x), gx)
 
     def propagate(self, outputs):
         """Visit every Function behind ``outputs`` once, latest generation first."""
-        f = outputs[0].creator
-        if len(outputs) == 1 and f is not None and self.uses is None and all(
-                [x.creator is None for x in f.inputs]):
-            # One Function on leaves, no Variable hooks: nothing to order or to hold back;
-            # a leaf used twice simply accumulates twice.
-            for x, gx in zip(f.inputs, _call_backward(f, self.output_grads(f), self.hooks)):
-                if gx is not None:
-                    self.finish_leaf(x, gx)
-            return
-        grads, uses, leaves, heap, queued = self.grads, self.uses, self.leaves, [], set()
-        for f in [y.creator for y in outputs if y.creator is not None]:
-            if f not in queued:
+        grads, uses, heap, queued = self.grads, self.uses, [], set()
+
+        def enqueue(f):     # the queue order: latest generation first, then first queued
+            if f is not None and f not in queued:
                 queued.add(f)
                 heapq.heappush(heap, (-f.generation, len(queued), f))
+        for y in outputs:
+            enqueue(y.creator)
         while heap:
             f = heapq.heappop(heap)[2]
             gys = self.output_grads(f)
@@ -262,33 +285,38 @@ class _Pass:
             for x, gx in zip(f.inputs, _call_backward(f, gys, self.hooks)):
                 if gx is None:
                     continue
-                total = _add(grads.pop(x, None), gx)
-                creator = x.creator
-                if creator is not None:
+                total = grads.get(x)
+                total = gx if total is None else _add(total, gx)
+                if x.creator is not None:
                     grads[x] = total
-                    if creator not in queued:
-                        queued.add(creator)
-                        heapq.heappush(heap, (-creator.generation, len(queued), creator))
+                    enqueue(x.creator)
                 elif uses is not None and uses[x] == 1:   # a leaf's last use: complete
+                    grads.pop(x, None)
                     self.finish_leaf(x, total)
                 else:
                     if uses is not None:
                         uses[x] -= 1
                     grads[x] = total
-                    leaves[x] = None
 
     def finish(self):
-        for x in self.leaves:     # leaves that were outputs themselves, or never completed
-            if x in self.grads:
-                self.finish_leaf(x, self.grads.pop(x))
-        return self.found
+        """Leaves that were outputs themselves, or never completed, get their total."""
+        for x, g in self.grads.items():
+            self.finish_leaf(x, g)
 
 
 def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
     token = push_setting("enable_backprop", bool(create_graph))
     try:
-        state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted)
-        state.propagate(outputs)
-        return state.finish()
+        state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted,
+                      get_config().function_hooks)
+        f = outputs[0].creator
+        if len(outputs) == 1 and f is not None and state.uses is None and all(
+                [x.creator is None for x in f.inputs]):
+            state.propagate_one(f)
+        else:
+            state.propagate(outputs)
+        if state.grads:
+            state.finish()
+        return state.found
     finally:
         pop_setting(token)

@@ -13,6 +13,7 @@ _DEFAULTS = {
     "function_hooks": (),      # active FunctionHook objects (see core.hooks)
 }
 # Other parts add their own settings with register_setting (kernels: use_numba).
+_PLAIN = frozenset({bool, int, float, str, type(None)})     # values a snapshot cache keys on
 
 
 class _Settings:
@@ -34,7 +35,7 @@ class _Settings:
         change (entering ``no_grad`` then costs a dict lookup, not a copy)."""
         # Only plain values are cached: a cached tuple of hooks would keep every hook ever
         # entered (and what it holds) alive.
-        key = (name, value) if isinstance(value, (bool, int, float, str, type(None))) else None
+        key = (name, value) if type(value) in _PLAIN else None
         derived = self._derived
         snap = derived.get(key)
         if snap is None:

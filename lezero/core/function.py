@@ -10,7 +10,8 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core.config import get_config
-from lezero.core.variable import Variable, as_array
+from lezero.core.variable import Variable
+from lezero.cuda import as_array
 
 
 class Function:
@@ -43,14 +44,13 @@ class Function:
         hooks = cfg.function_hooks
         for h in hooks:     # hooks may replace the inputs first (autocast inserts casts here)
             inputs = h.transform_inputs(self, inputs)
-        xs, needs, generation = [], [], 0       # one loop: cheaper than three
+        xs, needs, generation = [], [], 0       # one loop: cheaper than three comprehensions
         for x in inputs:
             xs.append(x.data)
             needs.append(x.requires_grad)
             if x.generation > generation:
                 generation = x.generation
-        # record only when some input wants a gradient
-        record = cfg.enable_backprop and True in needs
+        record = cfg.enable_backprop and True in needs      # record only if a grad is wanted
         self.needs_input_grad = tuple(needs) if record else (False,) * len(xs)
 
         for h in hooks:
@@ -59,16 +59,20 @@ class Function:
         for h in hooks:
             h.forward_postprocess(self, xs)
 
-        ys = ys if type(ys) is tuple else (ys,)
-        outputs = [Variable(y if type(y) is np.ndarray else as_array(y), requires_grad=record)
+        # Variable(data, name, requires_grad) positionally: keywords cost a third more.
+        if type(ys) is not tuple:           # one output, the common case: no loops
+            y = Variable(ys if type(ys) is np.ndarray else as_array(ys), None, record)
+            if record:
+                self.generation, y.creator, y.generation = generation, self, generation + 1
+                self.inputs, self.outputs = list(inputs), [weakref.ref(y)]
+            return y
+        outputs = [Variable(y if type(y) is np.ndarray else as_array(y), None, record)
                    for y in ys]
         if record:
             self.generation = generation
             for out in outputs:
-                out.creator = self
-                out.generation = generation + 1
-            self.inputs = inputs
-            self.outputs = [weakref.ref(out) for out in outputs]
+                out.creator, out.generation = self, generation + 1
+            self.inputs, self.outputs = list(inputs), list(map(weakref.ref, outputs))
             if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
                 self.output_meta = [(y.shape, y.dtype) for y in ys]
         return outputs if len(outputs) > 1 else outputs[0]

@@ -7,33 +7,8 @@ when the package is imported.
 """
 import numpy as np
 
-from lezero import cuda
+from lezero.cuda import as_array
 from lezero.core.config import get_config
-
-
-def as_array(x, like=None):
-    """Turn Python data into an array: floats become float32, arrays pass through.
-
-    With ``like`` (an array), a Python scalar takes the dtype NumPy would give it next to
-    ``like`` (a float next to float32 stays float32: no silent float64).
-    """
-    if isinstance(x, cuda.array_types()):
-        return x
-    if isinstance(x, np.generic):
-        return np.asarray(x)
-    if like is not None and isinstance(x, (bool, int, float)):
-        xp = cuda.get_array_module(like)
-        return xp.asarray(x, dtype=np.result_type(like.dtype, x))
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"Variable: cannot convert {type(x).__name__} to an array ({e})") from None
-    if arr.dtype == np.float64:
-        arr = arr.astype(np.float32)
-    elif arr.dtype.kind not in "biufc":
-        raise TypeError(f"Variable: data of dtype {arr.dtype} is not numeric "
-                        f"(got {type(x).__name__})")
-    return arr
 
 
 # bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers too.
@@ -57,14 +32,9 @@ class Variable:
             data = as_array(data)
         elif data is not None and data.dtype.kind not in "biufc" and data.dtype.name not in _EXTRA:
             raise TypeError(f"Variable: data of dtype {data.dtype} is not numeric")
-        self.data = data
-        self.name = name
-        self.grad = None
-        self.creator = None
+        self.data, self.name, self.requires_grad = data, name, requires_grad
+        self.grad = self.creator = self._hooks = self._post_hooks = None
         self.generation = 0
-        self.requires_grad = requires_grad
-        self._hooks = None
-        self._post_hooks = None
 
     # ----- array-like properties -------------------------------------------------
     shape = property(lambda self: self.data.shape, doc="The shape of ``data``.")
@@ -87,11 +57,12 @@ class Variable:
         ``grad`` is the upstream gradient (defaults to ones, as in DeZero).  With
         ``create_graph=True`` the gradients are themselves differentiable.
         """
-        for name, flag in (("retain_grad", retain_grad), ("create_graph", create_graph)):
-            if not isinstance(flag, (bool, np.bool_)):
-                # PyTorch's backward takes the upstream gradient first; here it is a keyword.
-                raise TypeError(f"backward: {name} must be a bool, got {type(flag).__name__}; "
-                                "pass an upstream gradient as backward(grad=...)")
+        if type(retain_grad) is not bool or type(create_graph) is not bool:
+            for name, flag in (("retain_grad", retain_grad), ("create_graph", create_graph)):
+                if not isinstance(flag, (bool, np.bool_)):
+                    # PyTorch's backward takes the upstream gradient first; here a keyword.
+                    raise TypeError(f"backward: {name} must be a bool, got {type(flag).__name__}"
+                                    "; pass an upstream gradient as backward(grad=...)")
         _run([self], None if grad is None else [grad], retain_grad, create_graph, None)
 
     def register_hook(self, fn):
@@ -122,7 +93,6 @@ def as_variable(x):
         return x
     return Variable(as_array(x), requires_grad=False)
 
-
 def live_hook_count():
     """How many Variable hooks are registered in this process (the engine skips counting
     leaf uses when there are none)."""
@@ -137,8 +107,7 @@ class _HookHandle:
     def __init__(self, hooks, fn):
         if not callable(fn):
             raise TypeError(f"register_hook: expected a callable, got {type(fn).__name__}")
-        self._hooks = hooks
-        self._fn = fn
+        self._hooks, self._fn = hooks, fn
         hooks.append(fn)
         _HookHandle.live += 1
 

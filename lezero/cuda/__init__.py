@@ -51,6 +51,32 @@ def get_array_module(*args):
     return np
 
 
+def as_array(x, like=None):
+    """Turn Python data into an array: floats become float32, arrays pass through (the
+    conversion ``Variable`` applies to what it is given).
+
+    With ``like`` (an array), a Python scalar takes the dtype NumPy would give it next to
+    ``like`` (a float next to float32 stays float32: no silent float64).
+    """
+    if isinstance(x, array_types()):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    if like is not None and isinstance(x, (bool, int, float)):
+        xp = get_array_module(like)
+        return xp.asarray(x, dtype=np.result_type(like.dtype, x))
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"Variable: cannot convert {type(x).__name__} to an array ({e})") from None
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind not in "biufc":
+        raise TypeError(f"Variable: data of dtype {arr.dtype} is not numeric "
+                        f"(got {type(x).__name__})")
+    return arr
+
+
 def as_numpy(x):
     """A NumPy array from a NumPy/CuPy array, a Variable or a scalar."""
     if hasattr(x, "creator") and hasattr(x, "data"):      # a Variable

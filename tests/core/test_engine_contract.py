@@ -51,6 +51,19 @@ def test_grad_of_several_outputs_without_grad_outputs():
     assert x.grad is None
 
 
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_one_function_on_a_leaf_used_twice_sums_both_uses(create_graph):
+    """A graph of one Function whose inputs are one leaf twice (``x * x``): both uses
+    reach the gradient, in ``grad`` (a result, not ``.grad``) as in ``backward``."""
+    x = var(1.5, -2.0)
+    (g,) = grad(x * x, [x], create_graph=create_graph)
+    np.testing.assert_allclose(g.data, [3.0, -4.0])       # 2x
+    (x * x).backward(create_graph=create_graph)
+    np.testing.assert_allclose(x.grad.data, [3.0, -4.0])
+    (g,) = grad(F.einsum("i,i->", x, x), [x])
+    np.testing.assert_allclose(g.data, [3.0, -4.0])
+
+
 def test_the_same_output_twice_counts_twice():
     x = var(1.0, 3.0)
     y = (x * x).sum()
