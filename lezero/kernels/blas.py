@@ -7,8 +7,8 @@ busy one (here: 2 cores shared by several processes) a join waits until the help
 thread gets a time slice, and one such product took 7-12 ms instead of 0.08 ms
 (``lz.TimerHook`` over LeNet steps; docs/performance.md, 2026-12-03).  ``matmul`` runs products below
 ``SMALL_FLOPS`` with BLAS held to one thread, and ``one_blas_thread()`` does the same
-for a block of them (the steps of a recurrent layer).  The result is the same product:
-OpenBLAS splits a GEMM across threads by rows and columns, never along the summed axis.
+for a block of them (the steps of a recurrent layer).  The result is the same product up
+to rounding: with one thread OpenBLAS may block the summed axis differently.
 
 The setting ``lz.Config.small_gemm_one_thread`` (default True) turns it off.  Without
 threadpoolctl, or for CuPy arrays, the products run as they are.
