@@ -9,7 +9,8 @@ inside these functions.  See ``docs/onnx.md``.
 """
 from lezero.onnx.context import ExportError
 
-__all__ = ["export", "load", "ExportError", "OnnxImportError", "coverage", "rules"]
+__all__ = ["export", "load", "session_options", "ExportError", "OnnxImportError", "coverage",
+           "rules"]
 
 
 def export(model, args, path, opset_version=17, input_names=None, output_names=None,
@@ -24,6 +25,13 @@ def load(path):
     """An ``nn.Module`` running the ONNX model at ``path`` (initializers as Parameters)."""
     from lezero.onnx.importer import load as _load
     return _load(path)
+
+
+def session_options(threads=None):
+    """onnxruntime ``SessionOptions`` that keep int8 models exact on every x86 CPU
+    (see ``lezero.onnx.validate.session_options``): pass them to ``InferenceSession``."""
+    from lezero.onnx.validate import session_options as _options
+    return _options(threads)
 
 
 def rules():

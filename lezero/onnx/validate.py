@@ -5,7 +5,7 @@ from lezero import cuda
 from lezero.core import Variable
 from lezero.onnx._deps import onnxruntime
 
-__all__ = ["ExportReport", "validate_model", "ort_session", "leaf_arrays"]
+__all__ = ["ExportReport", "validate_model", "session_options", "ort_session", "leaf_arrays"]
 
 
 class ExportReport:
@@ -35,14 +35,29 @@ class ExportReport:
     __repr__ = __str__
 
 
-def ort_session(model_bytes):
-    """An onnxruntime CPU session for serialized model bytes (one thread per op, so that
-    a test does not oversubscribe a shared machine)."""
+def session_options(threads=None):
+    """onnxruntime ``SessionOptions`` for LeZero's integer models: exact int8 arithmetic.
+
+    On x86 CPUs with AVX2 but without VNNI, onnxruntime's uint8 x int8 kernels (the
+    QLinearConv / QLinearMatMul that a QDQ graph is fused into) add products in pairs into
+    int16 and saturate: an int8 model's output drifts by many quantization steps
+    (measured: 7 steps on a QDQ CNN, 0.16 on a dynamic linear layer's output, on an AMD
+    EPYC without VNNI, onnxruntime 1.32).  ``session.x64quantprecision`` makes onnxruntime
+    use its exact (slower) path there; it changes nothing elsewhere.  ``threads`` sets
+    the intra- and inter-op thread counts."""
     ort = onnxruntime()
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    opts.inter_op_num_threads = 1
-    return ort.InferenceSession(model_bytes, opts, providers=["CPUExecutionProvider"])
+    opts.add_session_config_entry("session.x64quantprecision", "1")
+    if threads:
+        opts.intra_op_num_threads = opts.inter_op_num_threads = int(threads)
+    return opts
+
+
+def ort_session(model_bytes):
+    """An onnxruntime CPU session for serialized model bytes (one thread per op, so that
+    a test does not oversubscribe a shared machine; exact int8, see ``session_options``)."""
+    return onnxruntime().InferenceSession(model_bytes, session_options(threads=1),
+                                          providers=["CPUExecutionProvider"])
 
 
 def leaf_arrays(out):

@@ -5,7 +5,13 @@ ONNX operator, and QuantizeLinear on its output (weights: int8 initializers with
 per-channel DequantizeLinear, axis 0; biases: int32 at the scale ``s_in * s_w``), which
 is what onnxruntime's QDQ transformer fuses into QLinearConv / QLinearMatMul and its
 integer kernels.  Operators that keep the scale (ReLU, max pooling) act on the integers
-directly.  onnxruntime rounds in float where LeZero uses fixed-point multipliers, so its
+directly.
+
+Signed integers that only meet a DequantizeLinear (weights, fake-quantized pairs) are
+written shifted to uint8 (``q + 128`` with zero point ``z + 128``: the same real values).
+onnxruntime's uint8 x int8 kernels saturate on x86 CPUs with AVX2 but no VNNI (pairs of
+products summed in int16: an output 14 steps off on a grouped convolution, measured on an
+AMD EPYC with onnxruntime 1.32), while its uint8 x uint8 kernels are exact on every CPU.  onnxruntime rounds in float where LeZero uses fixed-point multipliers, so its
 outputs may differ by one quantization step at a tie (``quantization.export_onnx``
 validates with that tolerance).  ``FakeQuantizeAffine`` (a QAT model) exports as a
 QuantizeLinear / DequantizeLinear pair, as PyTorch exports fake quantization.
@@ -36,12 +42,23 @@ def _dq_input(ctx, node, k, scale, zp):
     return _dq(ctx, ctx.ins(node)[k], scale, zp, ctx.dtype(node.inputs[k]))
 
 
+def as_uint8(q, zero_point):
+    """``(q, zero_point)`` of int8 values as uint8 (both shifted by 128: the same real
+    values ``scale * (q - zero_point)``); uint8 ones pass through."""
+    q, zero_point = np.asarray(q), np.asarray(zero_point)
+    if q.dtype == np.uint8:
+        return q, zero_point.astype(np.uint8)
+    return ((q.astype(np.int16) + 128).astype(np.uint8),
+            (zero_point.astype(np.int16) + 128).astype(np.uint8))
+
+
 def _weight_and_bias(ctx, a):
-    """DequantizeLinear of the int8 weight (per channel) and of the int32 bias."""
-    w = ctx.emit("DequantizeLinear", [ctx.const(np.asarray(a["weight"]), "w_int8"),
+    """DequantizeLinear of the integer weight (per channel, as uint8) and of the int32
+    bias."""
+    w_q, w_zp = as_uint8(a["weight"], a["w_zp"])
+    w = ctx.emit("DequantizeLinear", [ctx.const(w_q, "w_uint8"),
                                       ctx.const(a["w_scale"], "w_scale"),
-                                      ctx.const(a["w_zp"].astype(a["weight"].dtype), "w_zp")],
-                 axis=0)
+                                      ctx.const(w_zp, "w_zp")], axis=0)
     acc_scale = (np.float32(a["in_scale"]) * a["w_scale"]).astype(np.float32)
     b = ctx.emit("DequantizeLinear", [ctx.const(a["bias_q"], "b_int32"),
                                       ctx.const(acc_scale, "b_scale"),
@@ -184,9 +201,12 @@ def _fake_quantize(ctx, node):
 
 def _emit_fake_quantize(ctx, node, a):
     lo, hi = a["quant_min"], a["quant_max"]
-    dtype = np.dtype(np.uint8 if lo >= 0 else np.int8)
+    zp = np.asarray(a["zero_point"])
+    if lo < 0:                 # a signed range, written as uint8 (see the module docstring)
+        lo, hi, zp = lo + 128, hi + 128, zp.astype(np.int16) + 128
+    dtype = np.dtype(np.uint8)
     scale = np.asarray(a["scale"], np.float32)
-    zp = np.asarray(a["zero_point"]).astype(dtype)
+    zp = zp.astype(dtype)
     axis = {} if a["axis"] is None or scale.size == 1 else {"axis": int(a["axis"])}
     s_name = ctx.const(scale.reshape(-1) if axis else scale.reshape(()), "fq_scale")
     z_name = ctx.const(zp.reshape(-1) if axis else zp.reshape(()), "fq_zp")
@@ -202,8 +222,12 @@ def _emit_fake_quantize(ctx, node, a):
 def _dynamic_linear(ctx, node):
     a = node.attrs
     q, scale, zp = ctx.emit("DynamicQuantizeLinear", [ctx.ins(node)[0]], n_out=3)
-    w_t = ctx.const(np.ascontiguousarray(np.asarray(a["weight"]).T), "w_int8_t")
-    acc = ctx.emit("MatMulInteger", [q, w_t, zp])
+    # The weight as uint8 (see the module docstring): onnxruntime's uint8 x uint8 product
+    # is exact on every CPU.  w16 is the weight with its zero point (per output) taken off.
+    weight = np.asarray(a["weight"])
+    w_q, w_zp = as_uint8(weight, weight[:, 0].astype(np.int16) - a["w16"][:, 0])
+    acc = ctx.emit("MatMulInteger", [q, ctx.const(np.ascontiguousarray(w_q.T), "w_uint8_t"),
+                                     zp, ctx.const(w_zp, "w_zp")])
     y = ctx.emit("Cast", [acc], to=ctx.tensor_type(np.float32))
     y = ctx.emit("Mul", [y, ctx.emit("Mul", [scale, ctx.const(a["w_scale"], "w_scale")])])
     if a["bias"] is not None:

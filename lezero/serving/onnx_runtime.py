@@ -45,7 +45,8 @@ def load_onnx(path, providers=None, threads=None):
     except ImportError:
         raise ImportError("serving ONNX files needs onnxruntime: pip install lezero[onnx]"
                           ) from None
-    options = ort.SessionOptions()
+    from lezero.onnx.validate import session_options
+    options = session_options()          # exact int8 arithmetic on AVX2 CPUs too
     if threads:
         options.intra_op_num_threads = int(threads)
     session = ort.InferenceSession(path, sess_options=options,

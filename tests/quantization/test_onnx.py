@@ -16,8 +16,7 @@ ort = pytest.importorskip("onnxruntime")
 
 
 def _session(path, optimize=True):
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
+    opts = lz.onnx.session_options(threads=1)      # exact int8 on AVX2 CPUs without VNNI
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
@@ -46,9 +45,16 @@ def test_qdq_export_runs_in_onnxruntime(int8, tmp_path):
     proto = onnx.load(path)
     kinds = {n.op_type for n in proto.graph.node}
     assert {"QuantizeLinear", "DequantizeLinear", "Conv", "Gemm"} <= kinds
+    # int8 weights are written as uint8 + 128 (exact in onnxruntime on AVX2 CPUs too)
     weights = [i for i in proto.graph.initializer
-               if i.data_type == onnx.TensorProto.INT8 and len(i.dims) >= 2]
+               if i.data_type == onnx.TensorProto.UINT8 and len(i.dims) >= 2]
     assert len(weights) == 4                                # conv, conv, linear, linear
+    int8_weights = [m.weight for m in model.modules()
+                    if getattr(getattr(m, "weight", None), "dtype", None) == np.int8]
+    shifted = sorted(onnx.numpy_helper.to_array(w).astype(np.int16).ravel().tolist()
+                     for w in weights)
+    assert shifted == sorted((np.asarray(w).astype(np.int16) + 128).ravel().tolist()
+                             for w in int8_weights)
     step = float(model.module[10].scale)
     ref = run(model, x)
     for optimize in (True, False):                          # QDQ fused to int8 kernels, or not
@@ -97,3 +103,34 @@ def test_lsq_model_exports_with_its_learned_parameters(tmp_path):
     step = float(qat.module[10].activation_post_process.scale.data[0])
     report = lz.onnx.export(qat, x, path, atol=1.001 * step, rtol=0)
     assert report.max_abs_diff["output_0"] <= 1.001 * step
+
+
+def test_dynamic_linear_weights_are_uint8_and_exact_in_a_plain_session(tmp_path):
+    """The int8 weight (here with non-zero zero points per output) goes into
+    MatMulInteger as uint8 + 128 with per-column zero points: a default onnxruntime
+    session (no ``session_options``) gives LeZero's output on any CPU."""
+    rng = np.random.default_rng(3)
+    dyn = Q.quantize_dynamic(nn.Sequential(nn.Linear(64, 5)))
+    layer = dyn[0]
+    w_q = rng.integers(-128, 128, (5, 64)).astype(np.int8)
+    zp = np.array([0, 3, -7, 12, -1], np.int8)
+    layer._set(w_q, np.full(5, 0.02, np.float32), zp, np.zeros(5, np.float32))
+    x = (4 * rng.standard_normal((6, 64))).astype(np.float32)
+    path = str(tmp_path / "dyn.onnx")
+    lz.onnx.export(dyn, x, path, atol=1e-5, rtol=1e-5)
+    proto = onnx.load(path)
+    inits = {i.name: onnx.numpy_helper.to_array(i) for i in proto.graph.initializer}
+    (mm,) = [n for n in proto.graph.node if n.op_type == "MatMulInteger"]
+    b, b_zp = inits[mm.input[1]], inits[mm.input[3]]
+    assert b.dtype == np.uint8 and b_zp.dtype == np.uint8
+    np.testing.assert_array_equal(b.astype(np.int16) - 128, w_q.T)
+    np.testing.assert_array_equal(b_zp.astype(np.int16) - 128, zp)
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"input_0": x})[0]
+    np.testing.assert_allclose(got, run(dyn, x), rtol=1e-5, atol=1e-5)
+
+
+def test_session_options_ask_for_exact_int8_arithmetic():
+    opts = lz.onnx.session_options(threads=2)
+    assert opts.get_session_config_entry("session.x64quantprecision") == "1"
+    assert opts.intra_op_num_threads == 2 and opts.inter_op_num_threads == 2
+    assert lz.onnx.session_options().intra_op_num_threads == 0      # onnxruntime's default
