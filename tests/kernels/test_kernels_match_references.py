@@ -14,13 +14,14 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.kernels import (adam, conv_direct, gelu, im2col, layernorm, numba_available,
-                            pooling, scatter, softmax, winograd)
+from lezero.kernels import (adam, conv_direct, gelu, im2col, layernorm, lstm,
+                            numba_available, pooling, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 F32, F64 = np.float32, np.float64
-MODULES = (adam, conv_direct, gelu, im2col, layernorm, pooling, scatter, softmax, winograd)
+MODULES = (adam, conv_direct, gelu, im2col, layernorm, lstm, pooling, scatter, softmax,
+           winograd)
 
 
 @dataclasses.dataclass
@@ -86,6 +87,22 @@ def _gelu(shape, dtype, rng):
 def _gelu_grad(shape, dtype, rng):
     x, approximate = _gelu(shape, dtype, rng)
     return x, rng.standard_normal(x.shape).astype(dtype), approximate
+
+
+def _lstm_cell(shape, dtype, rng):
+    rows, hidden = shape
+    state = [rng.standard_normal((rows, hidden)).astype(dtype) for _ in range(2)]     # c, h
+    return (3 * rng.standard_normal((rows, 4 * hidden)).astype(dtype),               # g
+            rng.standard_normal((rows, 4 * hidden)).astype(dtype),                   # hw
+            state[0], *[np.zeros((rows, hidden), dtype) for _ in range(3)], state[1],
+            np.zeros((rows, hidden), dtype))       # c, c_prev, tanh_c, y, h, h_prev
+
+
+def _lstm_cell_grad(shape, dtype, rng):
+    g, hw, c, c_prev, tanh_c, y, h, h_prev = _lstm_cell(shape, dtype, rng)
+    lstm.lstm_cell_ref(g, hw, c, c_prev, tanh_c, y, h, h_prev)        # activated gates
+    return (g, tanh_c, c_prev, *[rng.standard_normal(c.shape).astype(dtype) for _ in range(3)],
+            np.zeros_like(g))                      # gy, dh, dc, dg
 
 
 def _softmax(shape, dtype, rng):
@@ -187,6 +204,7 @@ NORMS = (((4, 7), True), ((2, 3, 33), True), ((5, 16), False))
 ELEMENTWISE = (((1000,), "none"), ((7, 13), "tanh"))
 SCORES = (((3, 5, 5), False), ((2, 4, 6), True), ((2, 1, 9), False))
 FLOAT32_ONLY = {F32: (2e-6, 5e-7)}
+LSTM_STATES = ((3, 5), (20, 33), (1, 1))          # (batch rows, hidden)
 
 ROWS = {
     "scatter_add_rows": Row(_returns(scatter.scatter_add_rows_, 0),
@@ -207,6 +225,14 @@ ROWS = {
                 FLOAT32_ONLY),
     "gelu_grad": Row(gelu.gelu_grad_numba, _in_float64(gelu.gelu_grad_ref), gelu.gelu_grad,
                      _gelu_grad, ELEMENTWISE, FLOAT32_ONLY),
+    "lstm_cell": Row(_returns(lstm.lstm_cell_numba, 0, 2, 3, 4, 5, 6, 7),
+                     _returns(lstm.lstm_cell_ref, 0, 2, 3, 4, 5, 6, 7),
+                     _returns(lstm.lstm_cell, 0, 2, 3, 4, 5, 6, 7), _lstm_cell, LSTM_STATES,
+                     {F32: (2e-6, 5e-7)}),
+    "lstm_cell_grad": Row(_returns(lstm.lstm_cell_grad_numba, 4, 5, 6),
+                          _returns(lstm.lstm_cell_grad_ref, 4, 5, 6),
+                          _returns(lstm.lstm_cell_grad, 4, 5, 6), _lstm_cell_grad, LSTM_STATES,
+                          {F32: (2e-6, 5e-7)}),
     "masked_softmax": Row(softmax.masked_softmax_numba, softmax.masked_softmax_ref,
                           softmax.masked_softmax, _softmax, SCORES, FLOAT32_ONLY),
     "softmax_grad": Row(softmax.softmax_grad_numba, softmax.softmax_grad_ref,

@@ -25,16 +25,8 @@ import numpy as np
 
 from lezero.core import Function, get_config
 from lezero.functions.common import xp_of
+from lezero.kernels import lstm as lstm_kernels
 from lezero.kernels.blas import is_small, one_blas_thread
-
-
-def _sigmoid_(xp, a):
-    """In-place logistic function, via tanh so it never overflows."""
-    a *= 0.5
-    xp.tanh(a, out=a)
-    a *= 0.5
-    a += 0.5
-    return a
 
 
 class _Recurrence(Function):
@@ -118,70 +110,34 @@ class LSTMLayer(_Recurrence):
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         h0, c0 = states
         hidden = w_hh.shape[1]
-        total = x.shape[0]
         gates = x @ w_ih.T                      # every step's input projection at once
         if b_ih is not None:
             gates += b_ih + b_hh
-        y = xp.empty((total, hidden), dtype=x.dtype)
-        tanh_c = xp.empty_like(y)
-        self.h_prev = xp.empty_like(y)
-        self.c_prev = xp.empty_like(y)
+        y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
+        tanh_c, self.h_prev, self.c_prev = xp.empty_like(y), xp.empty_like(y), xp.empty_like(y)
         h, c = h0.copy(), c0.copy()
+        hw = xp.empty((h.shape[0], 4 * hidden), dtype=x.dtype)     # h @ W_hh^T, per step
+        cell = lstm_kernels.pick(gates)[0]
+        w_hh_t = w_hh.T
         with one_blas_thread(is_small(h.shape[0], hidden, w_hh.shape[0])):
-            self._steps_forward(xp, gates, h, c, y, tanh_c, w_hh.T)
+            for off, bs in self.steps:
+                sl = slice(off, off + bs)
+                xp.matmul(h[:bs], w_hh_t, out=hw[:bs])
+                cell(gates[sl], hw[:bs], c[:bs], self.c_prev[sl], tanh_c[sl], y[sl], h[:bs],
+                     self.h_prev[sl])
         self.gates, self.tanh_c = gates, tanh_c
         return y, h, c
 
-    def _steps_forward(self, xp, gates, h, c, y, tanh_c, w_hh_t):
-        hidden = h.shape[1]
-        two, three = 2 * hidden, 3 * hidden
-        for off, bs in self.steps:
-            sl = slice(off, off + bs)
-            self.h_prev[sl] = h[:bs]
-            self.c_prev[sl] = c[:bs]
-            g = gates[sl]
-            g += h[:bs] @ w_hh_t
-            _sigmoid_(xp, g[:, :two])
-            xp.tanh(g[:, two:three], out=g[:, two:three])
-            _sigmoid_(xp, g[:, three:])
-            cb = c[:bs]
-            cb *= g[:, hidden:two]
-            cb += g[:, :hidden] * g[:, two:three]
-            xp.tanh(cb, out=tanh_c[sl])
-            xp.multiply(g[:, three:], tanh_c[sl], out=y[sl])
-            h[:bs] = y[sl]
-
     def bptt(self, xp, gys, w_hh):
         gy, gh, gc = gys
-        hidden = w_hh.shape[1]
-        two, three = 2 * hidden, 3 * hidden
-        gates, tanh_c, c_prev = self.gates, self.tanh_c, self.c_prev
-        d = xp.empty_like(gates)
+        d = xp.empty_like(self.gates)
         dh, dc = gh.copy(), gc.copy()
+        cell_grad = lstm_kernels.pick(self.gates)[1]
         for off, bs in reversed(self.steps):
             sl = slice(off, off + bs)
-            g, tc, dg = gates[sl], tanh_c[sl], d[sl]
-            dhb, dcb = dh[:bs], dc[:bs]
-            dhb += gy[sl]
-            # dc += dh * o * (1 - tanh(c)^2)
-            t = tc * tc
-            xp.subtract(1, t, out=t)
-            t *= g[:, three:]
-            t *= dhb
-            dcb += t
-            xp.multiply(dhb, tc, out=dg[:, three:])                 # d o
-            xp.multiply(dcb, g[:, two:three], out=dg[:, :hidden])   # d i
-            xp.multiply(dcb, c_prev[sl], out=dg[:, hidden:two])    # d f
-            xp.multiply(dcb, g[:, :hidden], out=dg[:, two:three])   # d g
-            dcb *= g[:, hidden:two]                                 # dc of the previous step
-            # Through the activations: sigmoid' = s (1 - s), tanh' = 1 - t^2.
-            s = g[:, :two]
-            dg[:, :two] *= s - s * s
-            s = g[:, three:]
-            dg[:, three:] *= s - s * s
-            s = g[:, two:three]
-            dg[:, two:three] *= 1 - s * s
-            dh[:bs] = dg @ w_hh
+            cell_grad(self.gates[sl], self.tanh_c[sl], self.c_prev[sl], gy[sl], dh[:bs],
+                      dc[:bs], d[sl])
+            xp.matmul(d[sl], w_hh, out=dh[:bs])
         return d, d, (dh, dc)
 
 
@@ -212,7 +168,7 @@ class GRULayer(_Recurrence):
                 hw += b_hh
             a = acts[sl]
             a[:, :two] += hw[:, :two]
-            _sigmoid_(xp, a[:, :two])
+            lstm_kernels.sigmoid_inplace(xp, a[:, :two])
             self.hn[sl] = hw[:, two:]
             n = a[:, two:]
             n += a[:, :hidden] * hw[:, two:]
