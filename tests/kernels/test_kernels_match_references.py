@@ -15,13 +15,13 @@ import pytest
 
 import lezero as lz
 from lezero.kernels import (adam, conv_direct, gelu, im2col, layernorm, lstm,
-                            numba_available, pooling, scatter, softmax, winograd)
+                            numba_available, pooling, relu, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 F32, F64 = np.float32, np.float64
-MODULES = (adam, conv_direct, gelu, im2col, layernorm, lstm, pooling, scatter, softmax,
-           winograd)
+MODULES = (adam, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu, scatter,
+           softmax, winograd)
 
 
 @dataclasses.dataclass
@@ -103,6 +103,12 @@ def _lstm_cell_grad(shape, dtype, rng):
     lstm.lstm_cell_ref(g, hw, c, c_prev, tanh_c, y, h, h_prev)        # activated gates
     return (g, tanh_c, c_prev, *[rng.standard_normal(c.shape).astype(dtype) for _ in range(3)],
             np.zeros_like(g))                      # gy, dh, dc, dg
+
+
+def _relu_grad(shape, dtype, rng):
+    x = rng.standard_normal(shape).astype(dtype)
+    x.reshape(-1)[:3] = (0, np.nan, -0.0)          # the kink, NaN, a signed zero: gradient 0
+    return x, rng.standard_normal(shape).astype(dtype)
 
 
 def _softmax(shape, dtype, rng):
@@ -235,6 +241,8 @@ ROWS = {
                           _returns(lstm.lstm_cell_grad_ref, 4, 5, 6),
                           _returns(lstm.lstm_cell_grad, 4, 5, 6), _lstm_cell_grad, LSTM_STATES,
                           {F32: (2e-6, 5e-7)}),
+    "relu_grad": Row(relu.relu_grad_numba, relu.relu_grad_ref, relu.relu_grad, _relu_grad,
+                     ((7,), (3, 5, 4), (64, 6, 28, 28)), {F32: (0, 0), F64: (0, 0)}),
     "masked_softmax": Row(softmax.masked_softmax_numba, softmax.masked_softmax_ref,
                           softmax.masked_softmax, _softmax, SCORES, FLOAT32_ONLY),
     "softmax_grad": Row(softmax.softmax_grad_numba, softmax.softmax_grad_ref,

@@ -6,6 +6,7 @@ derivative is zero, which is the true derivative everywhere except at the kinks.
 kink the gradient follows PyTorch's convention (relu'(0) = 0, hardtanh'(min) = 0).
 """
 from lezero.core import Function
+from lezero.kernels import relu as relu_kernels
 from lezero.functions.common import as_variable, mixed_precision, xp_of
 from lezero.functions.math import Elementwise, float_operator
 from lezero.functions.registry import register
@@ -25,7 +26,18 @@ class ReLU(Elementwise):
         return xp.maximum(x, 0)
 
     def derivative(self, gy, x, y):
-        return gy * mask(x, x.data > 0)
+        return ReLUGrad()(x, gy)
+
+
+class ReLUGrad(Function):
+    """(x, gy) -> gy where x > 0, else 0, in one pass (``lezero.kernels.relu``).  Linear
+    in gy, so its gy-gradient is ReLUGrad again; in x it is zero (a constant mask)."""
+
+    def forward(self, x, gy):
+        return relu_kernels.relu_grad(x, gy)
+
+    def backward(self, ggx):
+        return None, ReLUGrad()(self.inputs[0], ggx) if self.needs_input_grad[1] else None
 
 
 class LeakyReLU(Elementwise):
@@ -67,7 +79,8 @@ class HardSwish(Elementwise):
 
 
 relu = float_operator("activation", "relu", ReLU,
-                      "max(input, 0); the gradient at 0 is 0, as in PyTorch.")
+                      "max(input, 0); the gradient at 0 is 0, as in PyTorch.",
+                      kernels=("numpy", "cupy", "numba"))
 relu6 = float_operator("activation", "relu6", HardTanh, "min(max(input, 0), 6).",
                        lo=0.0, hi=6.0)
 hardsigmoid = float_operator("activation", "hardsigmoid", HardSigmoid,

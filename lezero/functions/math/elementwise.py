@@ -63,13 +63,14 @@ def unary_operator(name, cls, kinds="f", differentiable=True):
     return register("math", name=name, differentiable=differentiable)(op)
 
 
-def float_operator(category, name, cls, doc, **params):
+def float_operator(category, name, cls, doc, kernels=("numpy", "cupy"), **params):
     """Register the operator ``name(input)``: ``cls(**params)`` applied to a floating-point
-    ``input`` (the activations without arguments of their own)."""
+    ``input`` (the activations without arguments of their own); ``kernels`` as in
+    ``register``."""
     def op(input):
         return cls.apply_to(name, input, **params)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = doc
     op.__module__ = cls.__module__
-    return register(category, name=name)(op)
+    return register(category, name=name, kernels=kernels)(op)
