@@ -310,8 +310,8 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
         state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted,
                       get_config().function_hooks)
         f = outputs[0].creator
-        if len(outputs) == 1 and f is not None and state.uses is None and all(
-                [x.creator is None for x in f.inputs]):
+        # generation 0: every input is a leaf (a Function's outputs have generation >= 1)
+        if len(outputs) == 1 and f is not None and f.generation == 0 and state.uses is None:
             state.propagate_one(f)
         else:
             state.propagate(outputs)
