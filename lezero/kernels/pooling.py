@@ -16,6 +16,10 @@ import numpy as np
 
 from lezero.kernels import enabled, jit
 from lezero.kernels.scatter import scatter_add_ref, scatter_planes_
+from lezero.kernels.threads import run_split, threads_for
+
+# Rows are split over threads from this many elements per part (fork + join ~50 us).
+PART_ELEMENTS = 1 << 15
 
 
 # ----- NumPy references (also the CuPy path: only slicing and elementwise ops) ----------
@@ -123,7 +127,8 @@ def _max_pool2x2(x, out, arg):
 
 
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
-    """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results)."""
+    """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
+    Large inputs run as one range of rows per thread (``kernels.threads``)."""
     x = np.ascontiguousarray(x)
     R, H, W = x.shape
     out = np.empty((R,) + tuple(out_size), dtype=x.dtype)
@@ -131,11 +136,15 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     oh, ow = out_size
     if (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding)
             and 2 * oh <= H and 2 * ow <= W):
-        _max_pool2x2(x, out, arg)
+        def rows_(lo, hi):
+            _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi])
     else:
-        rows = _tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
-        cols = _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1])
-        _max_pool2d(x, dilation[0], dilation[1], *rows, *cols, out, arg)
+        taps = (_tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
+                + _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1]))
+
+        def rows_(lo, hi):
+            _max_pool2d(x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
+    run_split(rows_, R, threads_for(R, x.size, PART_ELEMENTS))
     return out, arg
 
 
@@ -157,7 +166,10 @@ def scatter_add_rows(g, idx, row_size):
     R = g.shape[0]
     if enabled(g, idx) and g.dtype.kind == "f":
         out = np.zeros((R, row_size), dtype=g.dtype)
-        return scatter_planes_(out, idx.reshape(R, -1), g.reshape(R, -1))
+        idx, g = idx.reshape(R, -1), g.reshape(R, -1)
+        run_split(lambda lo, hi: scatter_planes_(out[lo:hi], idx[lo:hi], g[lo:hi]), R,
+                  threads_for(R, out.size, PART_ELEMENTS))
+        return out
     flat = (idx.reshape(R, -1) + (xp.arange(R) * row_size)[:, None]).reshape(-1)
     out = xp.zeros(R * row_size, dtype=g.dtype)
     scatter_add_ref(out, flat, g.reshape(-1))

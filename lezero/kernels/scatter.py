@@ -26,7 +26,7 @@ def scatter_add_ref(target, index, values):
     return target
 
 
-@jit(cache=True)
+@jit(cache=True, nogil=True)
 def _scatter_rows(target, index, values):
     """``target[p, index[p, i]] += values[p, i]`` for every plane ``p``: ``target`` is
     (planes, n, width), ``index`` (planes, m), ``values`` (planes, m, width)."""

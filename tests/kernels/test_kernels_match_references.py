@@ -222,7 +222,10 @@ ROWS = {
     "max_pool2d": Row(pooling.max_pool2d_numba, pooling.max_pool_ref, pooling.max_pool,
                       _max_pool, (((6, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1)),
                                   ((2, 9, 8), (2, 3), (1, 2), (0, 1), (2, 1)),
-                                  ((3, 8, 6), (2, 2), (2, 2), (0, 0), (1, 1)))),
+                                  ((3, 8, 6), (2, 2), (2, 2), (0, 0), (1, 1)),
+                                  # rows split over threads (kernels.threads)
+                                  ((384, 14, 14), (2, 2), (2, 2), (0, 0), (1, 1)),
+                                  ((300, 15, 13), (3, 3), (2, 2), (1, 1), (1, 1)))),
     "layer_norm": Row(layernorm.layer_norm_numba, layernorm.layer_norm_ref,
                       layernorm.layer_norm, _layer_norm, NORMS,
                       {F32: (2e-5, 2e-6), F64: (1e-12, 1e-12)}),

@@ -1,0 +1,111 @@
+"""Running a kernel's independent parts on a few Python threads.
+
+A convolution's samples, a pooling's planes and an elementwise gradient's halves are
+independent, so ``run_parts`` cuts such work into one part per thread and runs the parts
+at once: part 0 on the calling thread, the others on a small pool of worker threads, each
+with BLAS held to one thread and the Numba kernels serial (``serial_kernels``).  The
+kernels release the GIL (``nogil``), so the parts truly overlap.
+
+Why not Numba's own parallel loops (``prange``) for these small, frequent kernels: their
+OpenMP threads spin after each region and fought OpenBLAS's threads in the GEMMs between
+them -- GPT-mini's step went from 1.00 to 1.88 of PyTorch's time with its GELU, softmax
+and layer norm on ``prange`` (2 threads, `benchmarks/bench_workloads.py gpt`,
+2026-12-04).  Worker threads waiting on a future do not spin, and one fork and one join per
+call is all the synchronisation.
+
+The thread count is ``lz.Config.conv_threads`` (0: ``NUMBA_NUM_THREADS``, else
+``OMP_NUM_THREADS``, else the CPU count); it started as the convolutions' setting and now
+governs every batch-split kernel.  Splitting needs ``threadpoolctl`` (to hold BLAS to one
+thread inside the parts); without it ``threads_for`` says 1 and the work runs as one call.
+"""
+import concurrent.futures
+import contextvars
+import os
+import threading
+
+from lezero.core import get_config, register_setting
+from lezero.kernels.conv_launch import serial_kernels, serial_only
+
+register_setting("conv_threads", 0)
+
+_lock = threading.Lock()
+_pool = {"executor": None, "workers": 0, "pid": None, "blas": None}
+
+
+def threads():
+    """The number of threads a batch-split kernel may use."""
+    n = get_config().conv_threads
+    if n:
+        return int(n)
+    env = os.environ.get("NUMBA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return int(env) if env else (os.cpu_count() or 1)
+
+
+def blas_controller():
+    """A threadpoolctl controller (None when threadpoolctl is not installed)."""
+    if _pool["blas"] is None:
+        try:
+            import threadpoolctl
+            _pool["blas"] = threadpoolctl.ThreadpoolController()
+        except Exception:            # not installed, or it cannot inspect this process
+            _pool["blas"] = False
+    return _pool["blas"] or None
+
+
+def threads_for(items, work, min_work):
+    """How many parts to cut ``items`` independent items of ``work`` total (any unit)
+    into: up to one per thread, each part at least ``min_work``; 1 means no split, and so
+    does a call from inside a part (a nested split would wait on its own pool)."""
+    n = min(threads(), items, int(work // min_work))
+    if n < 2 or serial_only() or blas_controller() is None:
+        return 1
+    return n
+
+
+def split(count, parts):
+    """``parts`` contiguous (start, stop) ranges covering ``range(count)``."""
+    edges = [count * i // parts for i in range(parts + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _executor(workers):
+    """The worker pool (made anew after a fork: a child inherits no running threads)."""
+    with _lock:
+        forked = _pool["pid"] != os.getpid()
+        if forked or _pool["workers"] < workers:
+            if _pool["executor"] is not None and not forked:
+                _pool["executor"].shutdown(wait=False)
+            _pool["executor"] = concurrent.futures.ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="lezero-parts")
+            _pool["workers"] = workers
+            _pool["pid"] = os.getpid()
+        return _pool["executor"]
+
+
+def _serially(fn, i):
+    with serial_kernels():
+        return fn(i)
+
+
+def run_parts(fn, count):
+    """``[fn(0), ..., fn(count - 1)]`` with part 0 on this thread and the others on the
+    pool, BLAS held to one thread and the Numba kernels serial in each."""
+    ex = _executor(count - 1)
+    with blas_controller().limit(limits=1, user_api="blas"):
+        # each task gets a copy of this thread's settings (use_numba, ...)
+        futures = [ex.submit(contextvars.copy_context().run, _serially, fn, i)
+                   for i in range(1, count)]
+        try:
+            first = _serially(fn, 0)
+        finally:
+            concurrent.futures.wait(futures)
+        return [first] + [f.result() for f in futures]
+
+
+def run_split(fn, count, parts):
+    """``fn(start, stop)`` over ``parts`` ranges covering ``range(count)``, at once (one
+    call when ``parts`` is 1); returns the results in order."""
+    if parts <= 1:
+        return [fn(0, count)]
+    bounds = split(count, parts)
+    return run_parts(lambda i: fn(*bounds[i]), parts)
