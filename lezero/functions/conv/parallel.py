@@ -15,7 +15,8 @@ their own threads.
 import dataclasses
 
 from lezero import cuda
-from lezero.kernels.threads import run_parts, split, threads_for
+# threads: re-exported, the notebooks and users read a convolution's thread count here
+from lezero.kernels.threads import run_parts, split, threads, threads_for  # noqa: F401
 
 # A part below this many flops (~0.1 ms of work) is not worth a thread (fork + join ~50 us).
 MIN_PART_FLOPS = 4e6
