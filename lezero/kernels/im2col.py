@@ -102,6 +102,30 @@ def _valid_range(n_out, stride, offset, size):
 
 _valid_range_nb = jit(cache=True, inline="always")(_valid_range)
 
+
+@jit(cache=True, nogil=True, inline="always")
+def _row(cf, xf, ud, us, count, sw, usw, gather):
+    """Copy ``count`` elements of one output row: input ``xf[us + j*sw]`` into column
+    ``cf[ud + j]`` (``gather``), else add the column back into the input.  Stride 1 has
+    its own loops so that LLVM vectorises them."""
+    if gather and sw == 1:
+        for j in range(count):
+            uj = uint64(j)
+            cf[ud + uj] = xf[us + uj]
+    elif gather:
+        for j in range(count):
+            uj = uint64(j)
+            cf[ud + uj] = xf[us + uj * usw]
+    elif sw == 1:
+        for j in range(count):
+            uj = uint64(j)
+            xf[us + uj] += cf[ud + uj]
+    else:
+        for j in range(count):
+            uj = uint64(j)
+            xf[us + uj * usw] += cf[ud + uj]
+
+
 @jit(cache=True, nogil=True, inline="always")
 def _planes(x, col, geo, first, stop, gather):
     """The (n, c) planes ``first <= c * N + n < stop``: with ``gather`` im2col (copy the
@@ -153,22 +177,7 @@ def _planes(x, col, geo, first, stop, gather):
                                         cf[base:base + w0] = 0
                                     if w1 < Wo:
                                         cf[base + w1:base + Wo] = 0
-                                    if sw == 1:
-                                        for j in range(w1 - w0):
-                                            uj = uint64(j)
-                                            cf[ud + uj] = xf[us + uj]
-                                    else:
-                                        for j in range(w1 - w0):
-                                            uj = uint64(j)
-                                            cf[ud + uj] = xf[us + uj * usw]
-                                elif sw == 1:
-                                    for j in range(w1 - w0):
-                                        uj = uint64(j)
-                                        xf[us + uj] += cf[ud + uj]
-                                else:
-                                    for j in range(w1 - w0):
-                                        uj = uint64(j)
-                                        xf[us + uj * usw] += cf[ud + uj]
+                                _row(cf, xf, ud, us, w1 - w0, sw, usw, gather)
 
 
 @jit(cache=True, nogil=True)
