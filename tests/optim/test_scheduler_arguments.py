@@ -24,6 +24,8 @@ BAD = [
     (lambda o: lrs.ExponentialLR(o, 0.5, last_epoch=3), KeyError,
      "ExponentialLR: param group 0 has no 'initial_lr', needed to resume at last_epoch=3 "
      "(load the optimizer state first, or pass last_epoch=-1)"),
+    (lambda o: lrs.StepLR("sgd", 2), TypeError,
+     "StepLR: expected a lezero.optim.Optimizer, got str"),
     (lambda o: lrs.LambdaLR("sgd", ONE), TypeError,
      "LambdaLR: expected a lezero.optim.Optimizer, got str"),
     (lambda o: lrs.SequentialLR("sgd", [lrs.StepLR(o, 2)], []), TypeError,

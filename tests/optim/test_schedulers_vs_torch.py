@@ -62,10 +62,11 @@ def run_both(make, steps, kind="SGD", metrics=None, keys=("lr",), exact=False, *
 
 # A falling metric with repeats (equal to the best: not an improvement) and small gains
 # that pass an absolute threshold but not a relative one; FALLING for mode='min',
-# RISING (3 - m) for mode='max'.
+# RISING (10 (3 - m), from 10 to 18: steps of 0.1 pass an absolute threshold of 0.03, not a
+# relative one) for mode='max'.
 FALLING = [2.0, 1.9, 1.85, 1.85, 1.84, 1.7, 1.7, 1.7, 1.69, 1.5, 1.5, 1.5, 1.5, 1.45, 1.3,
            1.3, 1.29, 1.29, 1.2, 1.2]
-RISING = [3.0 - m for m in FALLING]
+RISING = [10 * (3.0 - m) for m in FALLING]
 
 
 @pytest.mark.parametrize("threshold", [0.0, 0.03])
@@ -113,7 +114,7 @@ def _add_group(opt, lr):
 
 
 def test_plateau_gives_a_group_added_later_the_scalar_min_lr_as_torch():
-    lz_opt, t_opt = optimizers()
+    lz_opt, t_opt = optimizers(lrs_=(0.1,))
     ours = lrs.ReduceLROnPlateau(lz_opt, patience=0, min_lr=0.015)
     theirs = TLRS.ReduceLROnPlateau(t_opt, patience=0, min_lr=0.015)
     for opt in (lz_opt, t_opt):
@@ -122,7 +123,7 @@ def test_plateau_gives_a_group_added_later_the_scalar_min_lr_as_torch():
         ours.step(metric)
         theirs.step(metric)
     assert group_values(lz_opt, ("lr",)) == pytest.approx(group_values(t_opt, ("lr",)))
-    assert lz_opt.param_groups[2]["lr"] == 0.015 and ours.min_lrs == [0.015] * 3
+    assert lz_opt.param_groups[1]["lr"] == 0.015 and ours.min_lrs == [0.015] * 2
 
 
 def test_plateau_with_a_min_lr_list_refuses_a_group_added_later():
@@ -187,7 +188,7 @@ DEFAULTS = {
     "CosineAnnealingLR-T_max-1": lambda m, o: m.CosineAnnealingLR(o, 1, eta_min=0.01),
     "OneCycleLR": lambda m, o: m.OneCycleLR(o, 0.5, 12),
     "SequentialLR-milestone-1": lambda m, o: m.SequentialLR(
-        o, [m.ExponentialLR(o, 0.5), m.StepLR(o, 2)], [1]),
+        o, [m.LinearLR(o, 0.5, total_iters=2), m.ExponentialLR(o, 0.5)], [1]),
     "SequentialLR-nested": lambda m, o: m.SequentialLR(
         o, [m.SequentialLR(o, [m.LinearLR(o, 0.5, total_iters=3), m.ExponentialLR(o, 0.8)],
                            [3]),
