@@ -42,7 +42,9 @@ AREAS = {
                 "lezero/nn/layers/conv.py"],
                ["tests/test_defaults_match_torch.py",
                 "tests/nn/layers/test_linear_conv_embedding_and_dropout.py",
-                "tests/nn/layers/test_normalization.py"]),
+                "tests/nn/layers/test_normalization.py", "tests/nn/layers/test_lazy.py",
+                "tests/nn/layers/test_layer_arguments_and_repr.py",
+                "tests/nn/layers/test_conv_and_norm_forward_vs_torch.py"]),
 }
 
 

@@ -17,7 +17,7 @@ import warnings
 from bisect import bisect_right
 
 from lezero.optim.optimizer import Optimizer
-from lezero.utils.checks import check_choice, check_int, check_number
+from lezero.utils.checks import check_bool, check_choice, check_int, check_number
 
 
 def _per_group(name, optimizer, value, number=None):
@@ -134,7 +134,7 @@ class LambdaLR(LRScheduler):
     def state_dict(self):
         """As the base class, but a lambda is code: only callable *objects* keep their
         attributes (PyTorch does the same); plain functions are stored as None."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+        state = super().state_dict()
         state["lr_lambdas"] = [None if _is_plain_function(fn) else dict(fn.__dict__)
                                for fn in self.lr_lambdas]
         return state
@@ -176,8 +176,9 @@ class MultiStepLR(LRScheduler):
     milestone multiplies once per repetition)."""
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
-        self.milestones = sorted(int(m) for m in milestones)
-        self.gamma = gamma
+        self.milestones = sorted(check_int("MultiStepLR", f"milestones[{i}]", m)
+                                 for i, m in enumerate(milestones))
+        self.gamma = check_number("MultiStepLR", "gamma", gamma)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -213,13 +214,10 @@ class LinearLR(LRScheduler):
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
                  last_epoch=-1):
-        if not 0 < start_factor <= 1:
-            raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor!r}")
-        if not 0 <= end_factor <= 1:
-            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor!r}")
-        self.start_factor = start_factor
-        self.end_factor = end_factor
-        self.total_iters = total_iters
+        self.start_factor = check_number("LinearLR", "start_factor", start_factor, 0, 1,
+                                         low_open=True)
+        self.end_factor = check_number("LinearLR", "end_factor", end_factor, 0, 1)
+        self.total_iters = check_int("LinearLR", "total_iters", total_iters, low=0)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -252,8 +250,6 @@ class CosineAnnealingLR(LRScheduler):
         e, T, lo = self.last_epoch, self.T_max, self.eta_min
         if self._is_initial:
             return self._current()
-        if self._step_count == 1 and e > 0:      # resumed mid-schedule: use the formula
-            return self._closed_form_lr()
         if (e - 1 - T) % (2 * T) == 0:           # the trough: the recursion would divide by 0
             return [lr + (base - lo) * (1 - math.cos(math.pi / T)) / 2
                     for lr, base in zip(self._current(), self.base_lrs)]
@@ -274,15 +270,23 @@ class SequentialLR(LRScheduler):
         if not schedulers:
             raise ValueError("SequentialLR: expects at least one scheduler, got none")
         for i, s in enumerate(schedulers):
+            if not isinstance(s, LRScheduler):
+                raise TypeError(f"SequentialLR: schedulers[{i}] must be an LRScheduler, got "
+                                f"{type(s).__name__}")
             if isinstance(s, ReduceLROnPlateau):
                 raise ValueError(f"SequentialLR: schedulers[{i}] is a ReduceLROnPlateau, which "
                                  "needs a metric in step() and cannot be sequenced")
-            if getattr(s, "optimizer", None) is not optimizer:
+            if s.optimizer is not optimizer:
                 raise ValueError(f"SequentialLR: schedulers[{i}] ({type(s).__name__}) drives "
                                  "a different optimizer")
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"SequentialLR: {len(schedulers)} schedulers need "
                              f"{len(schedulers) - 1} milestones, got {len(milestones)}")
+        milestones = [check_int("SequentialLR", f"milestones[{i}]", m)
+                      for i, m in enumerate(milestones)]
+        if milestones != sorted(milestones):
+            raise ValueError(f"SequentialLR: milestones must be in increasing order, got "
+                             f"{milestones}")
         self.optimizer = optimizer
         self._schedulers = list(schedulers)
         self._milestones = list(milestones)
@@ -307,7 +311,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = scheduler.get_last_lr()
 
     def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state = super().state_dict()
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
 
@@ -365,12 +369,13 @@ class OneCycleLR(LRScheduler):
                  base_momentum=0.85, max_momentum=0.95, div_factor=25.0,
                  final_div_factor=1e4, three_phase=False, last_epoch=-1):
         _check_optimizer(type(self), optimizer)
-        self.optimizer = optimizer
         self.total_steps = _total_steps(total_steps, epochs, steps_per_epoch)
         for name, value in (("pct_start", pct_start), ("div_factor", div_factor),
                             ("final_div_factor", final_div_factor)):
             check_number("OneCycleLR", name, value)
         check_int("OneCycleLR", "last_epoch", last_epoch)
+        check_bool("OneCycleLR", "three_phase", three_phase)
+        check_bool("OneCycleLR", "cycle_momentum", cycle_momentum)
         if not isinstance(pct_start, float) or not 0 <= pct_start <= 1:
             raise ValueError(f"OneCycleLR: pct_start must be a float in [0, 1], "
                              f"got {pct_start!r}")
@@ -397,7 +402,6 @@ class OneCycleLR(LRScheduler):
                                "base_momentum")
             if last_epoch == -1:
                 for group, top, base in zip(groups, tops, bases):
-                    self._set_momentum(group, top)
                     group["max_momentum"] = top
                     group["base_momentum"] = base
         super().__init__(optimizer, last_epoch)
@@ -445,23 +449,19 @@ class ReduceLROnPlateau(LRScheduler):
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
         _check_optimizer(type(self), optimizer)
-        if factor >= 1.0:
-            raise ValueError(f"ReduceLROnPlateau: factor must be < 1.0, got {factor!r}")
-        if mode not in ("min", "max"):
-            raise ValueError(f"ReduceLROnPlateau: mode must be 'min' or 'max', got {mode!r}")
-        if threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"ReduceLROnPlateau: threshold_mode must be 'rel' or 'abs', "
-                             f"got {threshold_mode!r}")
+        where = "ReduceLROnPlateau"
+        self.factor = check_number(where, "factor", factor)
+        if self.factor >= 1.0:
+            raise ValueError(f"{where}: factor must be < 1.0, got {self.factor}")
         self.optimizer = optimizer
-        self.factor = factor
-        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
-        self.min_lrs = _per_group("ReduceLROnPlateau min_lr", optimizer, min_lr)
-        self.patience = patience
-        self.cooldown = cooldown
-        self.eps = eps
-        self.mode = mode
-        self.threshold = threshold
-        self.threshold_mode = threshold_mode
+        self.mode = check_choice(where, "mode", mode, ("min", "max"))
+        self.threshold_mode = check_choice(where, "threshold_mode", threshold_mode, ("rel", "abs"))
+        self.min_lrs = _per_group(f"{where} min_lr", optimizer, min_lr, "min_lr")
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else self.min_lrs[0]
+        self.patience = check_int(where, "patience", patience, low=0)
+        self.cooldown = check_int(where, "cooldown", cooldown, low=0)
+        self.threshold = check_number(where, "threshold", threshold, low=0)
+        self.eps = check_number(where, "eps", eps, low=0)
         self.last_epoch = 0
         self._last_lr = self._current()
         self.best = math.inf if mode == "min" else -math.inf

@@ -1,4 +1,5 @@
-"""The update rules of SGD and the Adam family against torch.optim, option by option.
+"""The update rules of SGD, the Adam family, RMSprop, Adagrad and Adadelta against
+torch.optim, option by option.
 
 tests/optim/test_optimizers.py runs ten steps per optimizer over a table of cases; this
 file adds the options that table leaves out (AdamW's betas, eps and maximize, NAdam and
@@ -67,6 +68,13 @@ CASES = [
     ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
     ("SGD", dict(lr=0.1, momentum=0.5, dampening=0.5, maximize=True)),
     ("SGD", dict(lr=0.1, weight_decay=0.3)),
+    # the squared-history rules: no momentum buffer at momentum=0, rho at both ends
+    ("RMSprop", dict(lr=0.01, centered=True, maximize=True, eps=1e-3)),
+    ("RMSprop", dict(lr=0.01, alpha=0.8, momentum=0.5, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1, maximize=True, initial_accumulator_value=0.2)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, eps=1e-3)),
+    ("Adadelta", dict(lr=0.5, rho=0.0, maximize=True)),
+    ("Adadelta", dict(lr=0.5, rho=1.0, weight_decay=0.1)),
 ]
 IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for n, kw in CASES]
 

@@ -28,11 +28,13 @@ class _ConvNd(Module):
                              f"{padding_mode!r}")
         self.padding_mode = padding_mode
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = ntuple(name, "kernel_size", kernel_size, self.n)
-        self.stride = ntuple(name, "stride", stride, self.n)
-        self.dilation = ntuple(name, "dilation", dilation, self.n)
+        self.kernel_size = ntuple(name, "kernel_size", kernel_size, self.n, low=1)
+        self.stride = ntuple(name, "stride", stride, self.n, low=1)
+        self.dilation = ntuple(name, "dilation", dilation, self.n, low=1)
         takes_string = isinstance(padding, str) and not self.transposed   # "same", "valid"
-        self.padding = padding if takes_string else ntuple(name, "padding", padding, self.n)
+        self.padding = padding if takes_string else ntuple(name, "padding", padding, self.n,
+                                                           low=0)
+        self.output_padding = (0,) * self.n       # a transposed layer sets its own
         if self.transposed:
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
@@ -61,71 +63,88 @@ class _ConvNd(Module):
                              f"{self.in_channels}, ...) with {self.n} spatial dims, got {x.shape}")
 
     def extra_repr(self):
+        """PyTorch's wording: the options left at their defaults are not shown."""
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding not in ((0,) * self.n, "valid"):
+        if self.padding != (0,) * self.n:
             s += f", padding={self.padding}"
+        if self.dilation != (1,) * self.n:
+            s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self.n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
         if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode!r}"
-        return s + ("" if self.bias is not None else ", bias=False")
+            s += f", padding_mode={self.padding_mode}"
+        return s
 
 
-def _conv_layer(n, fn):
-    class Conv(_ConvNd):
-        def forward(self, x):
-            self._check_input(x)
-            x, padding = self._pad_explicitly(x)
-            return fn(x, self.weight, self.bias, self.stride, padding, self.dilation,
-                      self.groups)
-    Conv.n = n
-    return Conv
+class _Conv(_ConvNd):
+    """Conv1d/2d/3d: ``_function`` is the operator (``F.conv2d`` ...)."""
+
+    def forward(self, x):
+        self._check_input(x)
+        x, padding = self._pad_explicitly(x)
+        return self._function(x, self.weight, self.bias, self.stride, padding, self.dilation,
+                              self.groups)
 
 
-def _conv_transpose_layer(n, fn):
-    class ConvTranspose(_ConvNd):
-        transposed = True
+class _ConvTranspose(_ConvNd):
+    """ConvTranspose1d/2d/3d, with PyTorch's positional order (output_padding, groups,
+    bias, dilation), which differs from Conv's."""
 
-        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                     output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
-            # PyTorch's positional order for transposed convolutions differs from Conv's.
-            super().__init__(in_channels, out_channels, kernel_size, stride=stride,
-                             padding=padding, dilation=dilation, groups=groups, bias=bias,
-                             padding_mode=padding_mode)
-            self.output_padding = ntuple(type(self).__name__, "output_padding",
-                                         output_padding, self.n)
+    transposed = True
 
-        def forward(self, x):
-            self._check_input(x)
-            return fn(x, self.weight, self.bias, self.stride, self.padding,
-                      self.output_padding, self.groups, self.dilation)
-    ConvTranspose.n = n
-    return ConvTranspose
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros"):
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride,
+                         padding=padding, dilation=dilation, groups=groups, bias=bias,
+                         padding_mode=padding_mode)
+        self.output_padding = ntuple(type(self).__name__, "output_padding", output_padding,
+                                     self.n, low=0)
+
+    def forward(self, x):
+        self._check_input(x)
+        return self._function(x, self.weight, self.bias, self.stride, self.padding,
+                              self.output_padding, self.groups, self.dilation)
 
 
-class Conv1d(_conv_layer(1, F.conv1d)):
+class Conv1d(_Conv):
     """1-D convolution over (N, C, L), as ``torch.nn.Conv1d``."""
 
+    n, _function = 1, staticmethod(F.conv1d)
 
-class Conv2d(_conv_layer(2, F.conv2d)):
+
+class Conv2d(_Conv):
     """2-D convolution over (N, C, H, W), as ``torch.nn.Conv2d``."""
 
+    n, _function = 2, staticmethod(F.conv2d)
 
-class Conv3d(_conv_layer(3, F.conv3d)):
+
+class Conv3d(_Conv):
     """3-D convolution over (N, C, D, H, W), as ``torch.nn.Conv3d``."""
 
+    n, _function = 3, staticmethod(F.conv3d)
 
-class ConvTranspose1d(_conv_transpose_layer(1, F.conv_transpose1d)):
+
+class ConvTranspose1d(_ConvTranspose):
     """Transposed 1-D convolution, as ``torch.nn.ConvTranspose1d``."""
 
+    n, _function = 1, staticmethod(F.conv_transpose1d)
 
-class ConvTranspose2d(_conv_transpose_layer(2, F.conv_transpose2d)):
+
+class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-D convolution, as ``torch.nn.ConvTranspose2d``."""
 
+    n, _function = 2, staticmethod(F.conv_transpose2d)
 
-class ConvTranspose3d(_conv_transpose_layer(3, F.conv_transpose3d)):
+
+class ConvTranspose3d(_ConvTranspose):
     """Transposed 3-D convolution over (N, C, D, H, W), as ``torch.nn.ConvTranspose3d``."""
+
+    n, _function = 3, staticmethod(F.conv_transpose3d)
 
 
 def _in_channels(layer, x):

@@ -84,7 +84,8 @@ class _NormBase(Module):
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNormBase(_NormBase):
@@ -250,6 +251,9 @@ class LayerNorm(_ShapeNorm):
         self._check_input(input)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
+    def extra_repr(self):
+        return f"{super().extra_repr()}, bias={self.bias is not None}"
+
 
 class RMSNorm(_ShapeNorm):
     """x / sqrt(mean(x**2) + eps) * weight over the trailing dims (``eps=None``: the
@@ -289,7 +293,8 @@ class GroupNorm(Module):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class LocalResponseNorm(Module):
