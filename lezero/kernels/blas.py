@@ -10,6 +10,14 @@ thread gets a time slice, and one such product took 7-12 ms instead of 0.08 ms
 for a block of them (the steps of a recurrent layer).  The result is the same product up
 to rounding: with one thread OpenBLAS may block the summed axis differently.
 
+The threshold, 8 MFLOP, sits between LeNet's linear layers (6.1 and 1.3 MFLOP, isolated
+products whose thread wake-up costs more than it saves inside a training step) and an
+LSTM step's recurrent product (20x256x1024, 10.5 MFLOP, 35 back-to-back products that keep
+BLAS's threads awake: 220 us on two threads against 580 on one).  On a quiet machine
+(2026-12-04, ``benchmarks/bench_settings_ab.py``-style rounds) moving it from 20 to 8
+MFLOP took the LSTM layer from 1.21-1.31x PyTorch's time to 0.99-1.07x and left LeNet
+unchanged.
+
 The setting ``lz.Config.small_gemm_one_thread`` (default True) turns it off.  Without
 threadpoolctl, or for CuPy arrays, the products run as they are.
 """
@@ -21,7 +29,7 @@ from lezero.core import get_config, register_setting
 
 register_setting("small_gemm_one_thread", True)
 
-SMALL_FLOPS = 2e7          # ~0.4 ms on one core: below it, a thread join costs more
+SMALL_FLOPS = 8e6          # see above: where a thread join costs more than it saves
 
 _libs = []                 # the BLAS controllers (filled on first use; [False] if none)
 

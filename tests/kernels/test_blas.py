@@ -23,7 +23,9 @@ def test_matmul_matches_reference(shape, dtype):
 
 
 def test_is_small_threshold():
-    assert blas.is_small(64, 400, 120)
+    assert blas.is_small(64, 400, 120)          # LeNet's linear layers: one thread
+    assert blas.is_small(64, 120, 84)
+    assert not blas.is_small(20, 256, 1024)     # an LSTM step's recurrent product: threaded
     assert not blas.is_small(1000, 1000, 1000)
 
 
