@@ -223,7 +223,7 @@ ROWS = {
                       _max_pool, (((6, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1)),
                                   ((2, 9, 8), (2, 3), (1, 2), (0, 1), (2, 1)),
                                   ((3, 8, 6), (2, 2), (2, 2), (0, 0), (1, 1)),
-                                  # rows split over threads (kernels.threads)
+                                  # larger (the split over threads: test_pooling_kernels)
                                   ((384, 14, 14), (2, 2), (2, 2), (0, 0), (1, 1)),
                                   ((300, 15, 13), (3, 3), (2, 2), (1, 1), (1, 1)))),
     "layer_norm": Row(layernorm.layer_norm_numba, layernorm.layer_norm_ref,

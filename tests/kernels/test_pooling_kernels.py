@@ -80,3 +80,22 @@ def test_operator_gives_the_same_with_numba_off():
             results.append((y.data, i.data, v.grad.data))
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+def test_rows_split_over_threads_give_the_same_as_one_part(monkeypatch):
+    """Large inputs run one range of rows per thread; the parts must tile the rows."""
+    from lezero.kernels import threads
+    if threads.threads() < 2:
+        pytest.skip("one thread: nothing is split")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((301, 15, 13)).astype(np.float32)
+    geo = ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6))
+    y_one, i_one = K.max_pool2d_numba(x, *geo)
+    g = rng.standard_normal(y_one.shape).astype(np.float32)
+    s_one = K.scatter_add_rows(g, i_one, 15 * 13)
+    monkeypatch.setattr(K, "PART_ELEMENTS", 1024)
+    assert threads.threads_for(301, x.size, K.PART_ELEMENTS) >= 2
+    y, i = K.max_pool2d_numba(x, *geo)
+    np.testing.assert_array_equal(y, y_one)
+    np.testing.assert_array_equal(i, i_one)
+    np.testing.assert_array_equal(K.scatter_add_rows(g, i, 15 * 13), s_one)
