@@ -1,6 +1,6 @@
 """Running a kernel's independent parts on a few Python threads.
 
-A convolution's samples, a pooling's planes and an elementwise gradient's halves are
+A convolution's samples and a max pooling's planes (forward and scatter backward) are
 independent, so ``run_parts`` cuts such work into one part per thread and runs the parts
 at once: part 0 on the calling thread, the others on a small pool of worker threads, each
 with BLAS held to one thread and the Numba kernels serial (``serial_kernels``).  The

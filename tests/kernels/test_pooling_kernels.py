@@ -82,14 +82,15 @@ def test_operator_gives_the_same_with_numba_off():
         np.testing.assert_array_equal(a, b)
 
 
-def test_rows_split_over_threads_give_the_same_as_one_part(monkeypatch):
+@pytest.mark.parametrize("geo", [((2, 2), (2, 2), (0, 0), (1, 1), (7, 6)),    # unrolled 2x2
+                                 ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6))])   # general loop
+def test_rows_split_over_threads_give_the_same_as_one_part(monkeypatch, geo):
     """Large inputs run one range of rows per thread; the parts must tile the rows."""
     from lezero.kernels import threads
     if threads.threads() < 2:
         pytest.skip("one thread: nothing is split")
     rng = np.random.default_rng(4)
     x = rng.standard_normal((301, 15, 13)).astype(np.float32)
-    geo = ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6))
     y_one, i_one = K.max_pool2d_numba(x, *geo)
     g = rng.standard_normal(y_one.shape).astype(np.float32)
     s_one = K.scatter_add_rows(g, i_one, 15 * 13)
