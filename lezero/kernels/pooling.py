@@ -22,7 +22,8 @@ from lezero.kernels.threads import run_split, threads_for
 # pooling 2x2 forward + backward, split against not, in alternating rounds, 2026-12-04):
 # LeNet's (64, 6, 28, 28), 301k elements, 1.30x slower split (the fork and join outweigh
 # 1.5 ms of work per thread); (64, 16, 28, 28), 803k, 0.81x; (32, 32, 56, 56), 3.2M,
-# 0.63x.  So a part holds at least 256k elements.
+# 0.63x.  So a part holds at least 256k elements.  (Those figures are of the branchy
+# kernel, six times slower than today's fast one; a split pays even less now.)
 PART_ELEMENTS = 1 << 18
 
 
@@ -85,8 +86,16 @@ def _tap_ranges(size, out, k, s, p, d):
     return start, lo, hi
 
 
+# Two kernels per case.  The fast one keeps a running maximum with ``v > best`` alone,
+# which LLVM compiles to branch-free max and conditional-move instructions: on real data
+# the winning tap is random, and the branches of the exact loop (``v > best or v != v``)
+# were mispredicted so often that LeNet's first pooling took 18.3 ns per output against
+# 3.0 here (PyTorch: 25.8; ``benchmarks/bench_pooling.py``, one thread, 2026-12-05).  It also counts the windows holding a NaN,
+# where ``>`` alone is wrong; when there are any, the caller reruns those rows with the
+# exact kernel, whose tie and NaN rules are PyTorch's.
+
 @jit(cache=True, nogil=True)
-def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
+def _max_pool2d_exact(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
     R, H, W = x.shape
     for r in range(R):
         xr = x[r].reshape(H * W)
@@ -109,10 +118,36 @@ def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
 
 
 @jit(cache=True, nogil=True)
-def _max_pool2x2(x, out, arg):
-    """The common case -- 2x2 windows, stride 2, no padding -- with the taps spelled out:
-    twice as fast as the general loop, whose short loops of unknown length cost more than
-    the compares."""
+def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
+    """The fast general kernel; returns the number of windows holding a NaN."""
+    R, H, W = x.shape
+    nans = 0
+    for r in range(R):
+        xr = x[r].reshape(H * W)
+        for i in range(out.shape[1]):
+            for j in range(out.shape[2]):
+                w0 = w_start[j]
+                where = (h_start[i] + a_lo[i] * dh) * W + w0 + b_lo[j] * dw
+                best = xr[where]
+                bad = best != best
+                for a in range(a_lo[i], a_hi[i]):
+                    row = (h_start[i] + a * dh) * W + w0
+                    for b in range(b_lo[j], b_hi[j]):
+                        v = xr[row + b * dw]
+                        win = v > best
+                        best = v if win else best
+                        where = row + b * dw if win else where
+                        bad |= v != v
+                out[r, i, j] = best
+                arg[r, i, j] = where
+                nans += bad
+    return nans
+
+
+@jit(cache=True, nogil=True)
+def _max_pool2x2_exact(x, out, arg):
+    """The common case -- 2x2 windows, stride 2, no padding -- with the taps spelled out
+    (short loops of unknown length cost more than the compares)."""
     R, H, W = x.shape
     for r in range(R):
         xr = x[r].reshape(H * W)
@@ -130,6 +165,30 @@ def _max_pool2x2(x, out, arg):
                 arg[r, i, j] = where
 
 
+@jit(cache=True, nogil=True)
+def _max_pool2x2(x, out, arg):
+    """The fast 2x2 kernel; returns the number of windows holding a NaN."""
+    R, H, W = x.shape
+    nans = 0
+    for r in range(R):
+        xr = x[r].reshape(H * W)
+        for i in range(out.shape[1]):
+            for j in range(out.shape[2]):
+                where = 2 * i * W + 2 * j
+                best = xr[where]
+                bad = best != best
+                for k in (where + 1, where + W, where + W + 1):
+                    v = xr[k]
+                    win = v > best
+                    best = v if win else best
+                    where = k if win else where
+                    bad |= v != v
+                out[r, i, j] = best
+                arg[r, i, j] = where
+                nans += bad
+    return nans
+
+
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
     Large inputs run as one range of rows per thread (``kernels.threads``)."""
@@ -141,13 +200,16 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     if (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding)
             and 2 * oh <= H and 2 * ow <= W):
         def rows_(lo, hi):
-            _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi])
+            if _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]):
+                _max_pool2x2_exact(x[lo:hi], out[lo:hi], arg[lo:hi])
     else:
         taps = (_tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
                 + _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1]))
 
         def rows_(lo, hi):
-            _max_pool2d(x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
+            args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
+            if _max_pool2d(*args):
+                _max_pool2d_exact(*args)
     run_split(rows_, R, threads_for(R, x.size, PART_ELEMENTS))
     return out, arg
 

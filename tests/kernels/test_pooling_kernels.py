@@ -27,6 +27,12 @@ def _case(geom, dtype, seed):
     x[0, :3, :3] = -np.inf                                           # an all -inf window
     x[1, 4, 4] = np.nan                                              # NaN wins
     x[1, 4, 6] = np.nan
+    # NaNs after a window's first tap (where the fast kernels' ">" alone is wrong and
+    # the exact ones rerun): one; two in a window (the later wins); one before a larger
+    # number (the NaN stays)
+    x[2, 1, 1] = np.nan
+    x[2, 2, 3] = x[2, 3, 2] = np.nan
+    x[3, 0, 1], x[3, 1, 0] = np.nan, 100.0
     out = tuple(pooled_size(n, k, s, p, d, ceil) for n, k, s, p, d in
                 zip(x.shape[1:], kernel, stride, padding, dilation))
     return x, (kernel, stride, padding, dilation, out)
