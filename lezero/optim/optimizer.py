@@ -16,6 +16,7 @@ import math
 import numpy as np
 
 from lezero import cuda
+from lezero.kernels import axpy
 from lezero.core import Variable, enable_grad
 from lezero.utils.checks import check_bool, check_number, check_type
 
@@ -345,8 +346,11 @@ def effective_grad(grad, param, weight_decay, maximize):
 
 
 def add_scaled(param, x, alpha, owned):
-    """``param += alpha * x`` in place, reusing ``x``'s memory when the caller owns it."""
-    if owned:
+    """``param += alpha * x`` in place: one fused pass where the kernel takes the arrays
+    (``kernels.axpy``), else reusing ``x``'s memory when the caller owns it."""
+    if axpy.fits(param, x):
+        axpy.axpby_numba(param, 1.0, x, alpha)
+    elif owned:
         x *= alpha
         param += x
     else:

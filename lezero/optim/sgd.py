@@ -1,5 +1,6 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
 from lezero import cuda
+from lezero.kernels import axpy
 from lezero.optim.optimizer import Optimizer, add_scaled, effective_grad
 
 
@@ -37,11 +38,7 @@ class SGD(Optimizer):
             if buf is None:
                 buf = state["momentum_buffer"] = xp.array(g, dtype=param.dtype, copy=True)
             else:
-                buf *= momentum
-                if h["dampening"]:
-                    buf += (1.0 - h["dampening"]) * g
-                else:
-                    buf += g
+                axpy.axpby_(buf, momentum, g, 1.0 - h["dampening"])
             if h["nesterov"]:
                 look_ahead = xp.multiply(buf, momentum, out=xp.empty_like(param))
                 look_ahead += g

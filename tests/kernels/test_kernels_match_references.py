@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.kernels import (adam, conv_direct, gelu, im2col, layernorm, lstm,
+from lezero.kernels import (adam, axpy, conv_direct, gelu, im2col, layernorm, lstm,
                             numba_available, pooling, relu, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 F32, F64 = np.float32, np.float64
-MODULES = (adam, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu, scatter,
+MODULES = (adam, axpy, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu, scatter,
            softmax, winograd)
 
 
@@ -109,6 +109,12 @@ def _relu_grad(shape, dtype, rng):
     x = rng.standard_normal(shape).astype(dtype)
     x.reshape(-1)[:3] = (0, np.nan, -0.0)          # the kink, NaN, a signed zero: gradient 0
     return x, rng.standard_normal(shape).astype(dtype)
+
+
+def _axpby(shape, dtype, rng):
+    size, b, a = shape
+    return (rng.standard_normal(size).astype(dtype), b,
+            rng.standard_normal(size).astype(dtype), a)
 
 
 def _softmax(shape, dtype, rng):
@@ -246,6 +252,11 @@ ROWS = {
                           {F32: (2e-6, 5e-7)}),
     "relu_grad": Row(relu.relu_grad_numba, relu.relu_grad_ref, relu.relu_grad, _relu_grad,
                      ((7,), (3, 5, 4), (64, 6, 28, 28)), {F32: (0, 0), F64: (0, 0)}),
+    # (shape, b, a): SGD's step, momentum's buffer, dampened momentum: bit for bit
+    "axpby": Row(_returns(axpy.axpby_numba, 0), _returns(axpy.axpby_ref, 0),
+                 _returns(axpy.axpby_, 0), _axpby,
+                 (((1000, 3), 1.0, -0.01), ((7,), 0.9, 1.0), ((), 0.9, 0.7),
+                  ((30, 20), 0.5, 1e-3)), {F32: (0, 0), F64: (0, 0)}),
     "masked_softmax": Row(softmax.masked_softmax_numba, softmax.masked_softmax_ref,
                           softmax.masked_softmax, _softmax, SCORES, FLOAT32_ONLY),
     "softmax_grad": Row(softmax.softmax_grad_numba, softmax.softmax_grad_ref,
