@@ -10,6 +10,14 @@ A round times a short block of warm steps of each side (its fastest step counts)
 order alternating from round to round; a run's ratio is the median of its per-round
 ratios.  The NumPy floor is the step's GEMMs alone on the same shapes, timed in the same
 rounds (what no framework written on NumPy can beat).
+
+NumPy's OpenBLAS keeps its worker threads spinning for about 0.1 s after each threaded
+GEMM (0.1 s of CPU time during a 0.2 s sleep, measured here), so whatever runs next --
+the other framework's block of steps -- finds one of the two cores taken.  That flattered
+LeZero (the MLP measured 0.57-0.73 with the spin, 1.03-1.05 without, 2026-12-05), so this
+benchmark sets ``OPENBLAS_THREAD_TIMEOUT=4`` (spin 2^4 cycles, then sleep) before NumPy
+loads, unless it is set already.  PyTorch's OpenMP threads spin about 10 ms, which the
+10 ms pause before each block covers.
 """
 import os
 import sys
@@ -17,6 +25,7 @@ import sys
 THREADS = int(os.environ.get("BENCH_THREADS", 2))
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[var] = str(THREADS)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")      # see the docstring
 
 import numpy as np  # noqa: E402
 
