@@ -145,29 +145,10 @@ def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
 
 
 @jit(cache=True, nogil=True)
-def _max_pool2x2_exact(x, out, arg):
-    """The common case -- 2x2 windows, stride 2, no padding -- with the taps spelled out
-    (short loops of unknown length cost more than the compares)."""
-    R, H, W = x.shape
-    for r in range(R):
-        xr = x[r].reshape(H * W)
-        for i in range(out.shape[1]):
-            for j in range(out.shape[2]):
-                where = 2 * i * W + 2 * j
-                best = xr[where]
-                # the other taps in window order: right, below, below-right
-                for k in (where + 1, where + W, where + W + 1):
-                    v = xr[k]
-                    if v > best or v != v:
-                        best = v
-                        where = k
-                out[r, i, j] = best
-                arg[r, i, j] = where
-
-
-@jit(cache=True, nogil=True)
 def _max_pool2x2(x, out, arg):
-    """The fast 2x2 kernel; returns the number of windows holding a NaN."""
+    """The common case -- 2x2 windows, stride 2, no padding -- with the taps spelled out
+    (short loops of unknown length cost more than the compares); returns the number of
+    windows holding a NaN (the general exact kernel then reruns the part)."""
     R, H, W = x.shape
     nans = 0
     for r in range(R):
@@ -197,19 +178,16 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     out = np.empty((R,) + tuple(out_size), dtype=x.dtype)
     arg = np.empty((R,) + tuple(out_size), dtype=np.int64)
     oh, ow = out_size
-    if (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding)
-            and 2 * oh <= H and 2 * ow <= W):
-        def rows_(lo, hi):
-            if _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]):
-                _max_pool2x2_exact(x[lo:hi], out[lo:hi], arg[lo:hi])
-    else:
-        taps = (_tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
-                + _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1]))
+    taps = (_tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
+            + _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1]))
+    unrolled = (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding)
+                and tuple(dilation) == (1, 1) and 2 * oh <= H and 2 * ow <= W)
 
-        def rows_(lo, hi):
-            args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
-            if _max_pool2d(*args):
-                _max_pool2d_exact(*args)
+    def rows_(lo, hi):
+        args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
+        nans = _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]) if unrolled else _max_pool2d(*args)
+        if nans:
+            _max_pool2d_exact(*args)
     run_split(rows_, R, threads_for(R, x.size, PART_ELEMENTS))
     return out, arg
 

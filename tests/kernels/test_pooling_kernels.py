@@ -14,6 +14,7 @@ GEOMETRIES = [
     # kernel, stride, padding, dilation, ceil_mode
     ((2, 2), (2, 2), (0, 0), (1, 1), False),      # the unrolled 2x2 kernel
     ((2, 2), (2, 2), (0, 0), (1, 1), True),       # ceil_mode overhangs: the general one
+    ((2, 2), (2, 2), (0, 0), (2, 2), False),      # dilated: the general one too
     ((3, 3), (2, 2), (1, 1), (1, 1), True),
     ((3, 2), (1, 2), (1, 1), (2, 1), False),
     ((1, 4), (3, 1), (0, 2), (1, 2), True),
