@@ -165,7 +165,14 @@ def test_tile_kernels_keep_float32():
 DIRECT = [((2, 3, 7, 8), (4, 3, 3, 3), (3, 3, 1, 1, 1, 1, 1, 1), 1),
           ((1, 4, 9, 7), (6, 2, 3, 2), (3, 2, 2, 3, 1, 2, 2, 1), 2),
           ((2, 4, 6, 6), (8, 1, 3, 3), (3, 3, 1, 2, 2, 0, 1, 2), 4),        # depthwise x2
-          ((1, 2, 1, 9), (3, 2, 1, 4), (1, 4, 1, 2, 0, 3, 1, 1), 1)]        # conv1d as 2-D
+          ((1, 2, 1, 9), (3, 2, 1, 4), (1, 4, 1, 2, 0, 3, 1, 1), 1),        # conv1d as 2-D
+          # wide rows (stride 1, no padding): the forward pairs output channels of a group
+          # when it has an even count and unrolls rows of 5 and 3 taps
+          ((3, 2, 9, 11), (6, 2, 5, 5), (5, 5, 1, 1, 0, 0, 1, 1), 1),       # LeNet-like
+          ((2, 4, 7, 6), (4, 2, 3, 3), (3, 3, 1, 1, 0, 0, 1, 1), 2),        # pairs per group
+          ((2, 3, 6, 8), (4, 3, 2, 4), (2, 4, 1, 1, 0, 0, 1, 1), 1),        # 4 taps: not unrolled
+          ((2, 3, 6, 8), (3, 3, 3, 5), (3, 5, 1, 1, 0, 0, 1, 1), 1),        # odd: one at a time
+          ((2, 2, 1, 12), (2, 2, 1, 5), (1, 5, 1, 1, 0, 0, 1, 1), 1)]       # conv1d, wide
 
 
 def _out_hw(x_shape, geo):

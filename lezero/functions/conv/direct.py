@@ -118,6 +118,8 @@ class Direct(Algorithm):
             dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}
             copy = 0 if all(s == 1 for s in g.stride) and not any(g.pad_lo) else 2 * xb
             return gemm_seconds(*dims[op], prob.batch * G) + stream_seconds(copy)
+        if direct_kernels.wide(_geo(g)):
+            return self._predict_wide(prob, op)
         # tap loop: one multiply-add per (output, input channel of its group, tap), run
         # vectorised along output rows (stride 1) or scalar; plus per-row loop overhead
         fmas = prob.flops() / 2
@@ -126,6 +128,33 @@ class Direct(Algorithm):
         rows = fmas / max(wo, 1)
         return fmas / rate + rows * MACHINE_DIRECT["row_s"] + MACHINE_DIRECT["call_s"]
 
+    @staticmethod
+    def _predict_wide(prob, op):
+        """The wide-row kernels run one long vectorised loop per (plane, tap row or tap),
+        junk columns included: (Ho - 1) * W + Wo sums per output plane."""
+        g = prob.geom
+        in_h, in_w = g.in_size if g.nd == 2 else (1,) + tuple(g.in_size)
+        k_h, k_w = g.kernel if g.nd == 2 else (1,) + tuple(g.kernel)
+        out_h, out_w = in_h - k_h + 1, in_w - k_w + 1
+        run = (out_h - 1) * in_w + out_w
+        G = g.groups
+        fmas = prob.batch * prob.out_channels * (prob.in_channels // G) * k_h * k_w * run
+        if op == "forward":
+            paired = direct_kernels.pair_step(prob.out_channels, G) == 2 and k_w in (3, 5)
+            rate = MACHINE_DIRECT["wide_forward_fma_per_s"] * (1.0 if paired else 0.6)
+        else:
+            rate = MACHINE_DIRECT["wide_backward_fma_per_s"]
+        planes = prob.batch * max(prob.in_channels, prob.out_channels)
+        return fmas / rate + planes * MACHINE_DIRECT["plane_s"] + MACHINE_DIRECT["call_s"]
+
 
 # Single-thread constants of the tap-loop kernels (measured like base.MACHINE).
-MACHINE_DIRECT = {"fma_per_s": 1.5e9, "row_s": 10e-9, "call_s": 30e-6}
+# The wide-row rates sit below what the kernels reach on their own (16-23 GFMA/s for the
+# paired forward, 10-13 for the backward products, `F.conv_explain` with one thread,
+# 2026-12-05) by the factor that the im2col predictions sit above their measurements, so
+# the two rank as measured: direct wins LeNet's first layer (0.52 against 0.82 ms
+# forward), ties on its second (1.15 against 1.15), and loses 3x3 layers of 16 channels
+# (1.37 against 0.75), whose GEMMs are efficient.
+MACHINE_DIRECT = {"fma_per_s": 1.5e9, "row_s": 10e-9, "call_s": 30e-6,
+                  "wide_forward_fma_per_s": 9e9, "wide_backward_fma_per_s": 6e9,
+                  "plane_s": 0.5e-6}
