@@ -160,6 +160,13 @@ def test_cost_model_picks_the_expected_algorithm_family():
                            "forward").name == "direct"
     assert select.by_model(_problem((8, 16, 32, 32), (32, 16, 3, 3), dict(stride=2)),
                            "forward").name == "im2col"
+    # LeNet's first layer: few channels, the wide tap loop beats the patch matrix
+    lenet1 = _problem((64, 1, 32, 32), (6, 1, 5, 5), {})
+    assert select.by_model(lenet1, "forward").name == "direct"
+    assert select.by_model(lenet1, "grad_weight", prefer="direct").name == "direct"
+    # 16 channels, 3x3: the GEMMs are efficient and the wide loop loses
+    assert select.by_model(_problem((32, 16, 12, 12), (32, 16, 3, 3), {}),
+                           "forward").name == "im2col"
     assert select.by_model(_problem((4, 32, 64, 64), (32, 32, 15, 15), dict(padding=7)),
                            "forward").name == "fft"
 
