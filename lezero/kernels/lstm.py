@@ -109,61 +109,77 @@ def _tanh32(x):
     return _ONE - _TWO / (_ONE + exp32(_TWO * x))
 
 
-@jit(cache=True, fastmath=FAST, error_model="numpy")
-def _cell(g, hw, c, c_prev, tanh_c, y, h, h_prev):
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+def _cell_row(i, f, u, o, hi, hf, hu, ho, cn, cpn, tn, yn, hpn, h_old, h_new):
+    """One row of a forward step: the gate rows ``i f u o`` (pre-activation, from the
+    input projection) get the recurrent rows ``hi hf hu ho`` added and are activated in
+    place; then the cell ``cn``, and the saved rows: previous cell ``cpn``, ``tanh(c)``
+    ``tn``, output ``yn``, previous hidden ``hpn`` (copied from ``h_old``); ``h_new``
+    gets the output (it may be ``h_old`` itself)."""
     # Short loops from 0 over one-dimensional views, each touching few arrays: LLVM
     # vectorises those.  Indices like g[n, 2 * hidden + j] (a start Numba cannot prove
-    # non-negative) or one loop over all eight arrays (too many possible overlaps) run
+    # non-negative) or one loop over all the arrays (too many possible overlaps) run
     # scalar, three to four times slower.
-    rows, hidden = c.shape
-    for n in range(rows):
+    for j in range(i.size):
+        i[j] = _sigmoid32(i[j] + hi[j])
+    for j in range(f.size):
+        f[j] = _sigmoid32(f[j] + hf[j])
+    for j in range(u.size):
+        u[j] = _tanh32(u[j] + hu[j])
+    for j in range(o.size):
+        o[j] = _sigmoid32(o[j] + ho[j])
+    cpn[:] = cn
+    hpn[:] = h_old
+    for j in range(cn.size):
+        cn[j] = f[j] * cn[j] + i[j] * u[j]
+    for j in range(cn.size):
+        tn[j] = _tanh32(cn[j])
+    for j in range(yn.size):
+        yn[j] = o[j] * tn[j]
+    h_new[:] = yn
+
+
+@jit(cache=True, fastmath=FAST, error_model="numpy")
+def _cell(g, hw, c, c_prev, tanh_c, y, h, h_prev):
+    hidden = c.shape[1]
+    for n in range(c.shape[0]):
         gn, hn = g[n], hw[n]
-        for k in range(gn.size):
-            gn[k] = gn[k] + hn[k]
-        i, f, u, o = gn[:hidden], gn[hidden:2 * hidden], gn[2 * hidden:3 * hidden], gn[3 * hidden:]
-        for j in range(hidden):
-            i[j] = _sigmoid32(i[j])
-        for j in range(hidden):
-            f[j] = _sigmoid32(f[j])
-        for j in range(hidden):
-            u[j] = _tanh32(u[j])
-        for j in range(hidden):
-            o[j] = _sigmoid32(o[j])
-        cn, hp, tn, yn = c[n], h[n], tanh_c[n], y[n]
-        c_prev[n, :] = cn
-        h_prev[n, :] = hp
-        for j in range(hidden):
-            cn[j] = f[j] * cn[j] + i[j] * u[j]
-        for j in range(hidden):
-            tn[j] = _tanh32(cn[j])
-        for j in range(hidden):
-            yn[j] = o[j] * tn[j]
-        hp[:] = yn
+        _cell_row(gn[:hidden], gn[hidden:2 * hidden], gn[2 * hidden:3 * hidden],
+                  gn[3 * hidden:], hn[:hidden], hn[hidden:2 * hidden],
+                  hn[2 * hidden:3 * hidden], hn[3 * hidden:], c[n], c_prev[n], tanh_c[n],
+                  y[n], h_prev[n], h[n], h[n])
+
+
+@jit(cache=True, fastmath=FAST, error_model="numpy", inline="always")
+def _cell_grad_row(i, f, u, o, di, df, du, do, t, cp, dhn, dcn, gyn):
+    """One row of a backward step: activated gates ``i f u o``, their gradients out,
+    ``tanh(c)`` ``t``, previous cell ``cp``; ``dhn`` += ``gyn``, ``dcn`` becomes the
+    previous step's cell gradient."""
+    for j in range(dhn.size):
+        dhn[j] = dhn[j] + gyn[j]
+    for j in range(dcn.size):
+        dcn[j] = dcn[j] + dhn[j] * o[j] * (_ONE - t[j] * t[j])
+    for j in range(do.size):
+        do[j] = dhn[j] * t[j] * (o[j] - o[j] * o[j])
+    for j in range(di.size):
+        di[j] = dcn[j] * u[j] * (i[j] - i[j] * i[j])
+    for j in range(df.size):
+        df[j] = dcn[j] * cp[j] * (f[j] - f[j] * f[j])
+    for j in range(du.size):
+        du[j] = dcn[j] * i[j] * (_ONE - u[j] * u[j])
+    for j in range(dcn.size):
+        dcn[j] = dcn[j] * f[j]
 
 
 @jit(cache=True, fastmath=FAST, error_model="numpy")
 def _cell_grad(g, tanh_c, c_prev, gy, dh, dc, dg):
-    rows, hidden = dh.shape
-    for n in range(rows):
+    hidden = dh.shape[1]
+    for n in range(dh.shape[0]):
         gn, dgn = g[n], dg[n]
-        i, f, u, o = gn[:hidden], gn[hidden:2 * hidden], gn[2 * hidden:3 * hidden], gn[3 * hidden:]
-        di, df = dgn[:hidden], dgn[hidden:2 * hidden]
-        du, do = dgn[2 * hidden:3 * hidden], dgn[3 * hidden:]
-        t, cp, dhn, dcn, gyn = tanh_c[n], c_prev[n], dh[n], dc[n], gy[n]
-        for j in range(hidden):
-            dhn[j] = dhn[j] + gyn[j]
-        for j in range(hidden):
-            dcn[j] = dcn[j] + dhn[j] * o[j] * (_ONE - t[j] * t[j])
-        for j in range(hidden):
-            do[j] = dhn[j] * t[j] * (o[j] - o[j] * o[j])
-        for j in range(hidden):
-            di[j] = dcn[j] * u[j] * (i[j] - i[j] * i[j])
-        for j in range(hidden):
-            df[j] = dcn[j] * cp[j] * (f[j] - f[j] * f[j])
-        for j in range(hidden):
-            du[j] = dcn[j] * i[j] * (_ONE - u[j] * u[j])
-        for j in range(hidden):
-            dcn[j] = dcn[j] * f[j]
+        _cell_grad_row(gn[:hidden], gn[hidden:2 * hidden], gn[2 * hidden:3 * hidden],
+                       gn[3 * hidden:], dgn[:hidden], dgn[hidden:2 * hidden],
+                       dgn[2 * hidden:3 * hidden], dgn[3 * hidden:], tanh_c[n], c_prev[n],
+                       dh[n], dc[n], gy[n])
 
 
 def lstm_cell_numba(g, hw, c, c_prev, tanh_c, y, h, h_prev):

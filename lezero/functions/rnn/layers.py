@@ -26,6 +26,7 @@ import numpy as np
 from lezero.core import Function, get_config
 from lezero.functions.common import xp_of
 from lezero.kernels import lstm as lstm_kernels
+from lezero.kernels import lstm_parts
 from lezero.kernels.blas import is_small, one_blas_thread
 
 
@@ -116,7 +117,19 @@ class LSTMLayer(_Recurrence):
         y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
         tanh_c, self.h_prev, self.c_prev = xp.empty_like(y), xp.empty_like(y), xp.empty_like(y)
         h, c = h0.copy(), c0.copy()
-        hw = xp.empty((h.shape[0], 4 * hidden), dtype=x.dtype)     # h @ W_hh^T, per step
+        self.parts = lstm_parts.parts_for(gates, w_hh, h.shape[0])
+        if self.parts > 1:
+            lstm_parts.forward(gates, w_hh, h, c, self.steps, self.parts,
+                               (self.c_prev, tanh_c, y, self.h_prev))
+        else:
+            self._run_serial(xp, gates, w_hh, h, c, y, tanh_c)
+        self.gates, self.tanh_c = gates, tanh_c
+        return y, h, c
+
+    def _run_serial(self, xp, gates, w_hh, h, c, y, tanh_c):
+        """The time loop on this thread (BLAS threads the small products, or not)."""
+        hidden = w_hh.shape[1]
+        hw = xp.empty((h.shape[0], 4 * hidden), dtype=gates.dtype)     # h @ W_hh^T, per step
         cell = lstm_kernels.pick(gates)[0]
         w_hh_t = w_hh.T
         with one_blas_thread(is_small(h.shape[0], hidden, w_hh.shape[0])):
@@ -125,13 +138,18 @@ class LSTMLayer(_Recurrence):
                 xp.matmul(h[:bs], w_hh_t, out=hw[:bs])
                 cell(gates[sl], hw[:bs], c[:bs], self.c_prev[sl], tanh_c[sl], y[sl], h[:bs],
                      self.h_prev[sl])
-        self.gates, self.tanh_c = gates, tanh_c
-        return y, h, c
 
     def bptt(self, xp, gys, w_hh):
         gy, gh, gc = gys
         d = xp.empty_like(self.gates)
         dh, dc = gh.copy(), gc.copy()
+        if self.parts > 1 and gy.dtype == d.dtype:
+            gy, w_hh = np.ascontiguousarray(gy), np.ascontiguousarray(w_hh)
+            lstm_parts.backward(self.gates, self.tanh_c, self.c_prev, gy, w_hh, dh, dc, d,
+                                self.steps, self.parts)
+            off, bs = self.steps[0]
+            xp.matmul(d[off:off + bs], w_hh, out=dh[:bs])
+            return d, d, (dh, dc)
         cell_grad = lstm_kernels.pick(self.gates)[1]
         for off, bs in reversed(self.steps):
             sl = slice(off, off + bs)

@@ -1,0 +1,59 @@
+"""A barrier for kernels whose parts run on several threads and meet many times.
+
+``lezero.kernels.threads.run_parts`` starts one part per thread and joins them once;
+that costs a thread wake-up (~50-70 us on this machine), fine once per call but not once
+per step of a time loop.  Parts that must meet after every step (the LSTM layer's chunks,
+``lezero.kernels.lstm_parts``) instead count arrivals in a shared int64 array with an
+atomic add and spin until every part has arrived: each waits only as long as the
+slowest part, with no system call.  The count only grows -- after step ``t`` every part
+has added one ``t + 1`` times -- so one counter serves every step of a call.
+
+The parts must all run (a part that never arrives leaves the others spinning): the
+kernels that use it have no early exits, and ``run_parts`` runs every part on a thread of
+its own.
+"""
+from lezero.kernels import intrinsic, jit
+
+
+@intrinsic
+def atomic_add(typingctx, counter, value):
+    """``counter[0] += value`` as one atomic read-modify-write (sequentially consistent:
+    the part's writes before it are visible to a part that reads the new count)."""
+    from numba import types
+    from numba.core import cgutils
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary,
+                                       [context.get_constant(types.intp, 0)])
+        value = context.cast(builder, args[1], signature.args[1], types.int64)
+        return builder.atomic_rmw("add", ptr, value, "seq_cst")
+    return types.int64(counter, value), codegen
+
+
+@intrinsic
+def atomic_load(typingctx, counter):
+    """``counter[0]`` read atomically (acquire: what was written before the add that
+    stored it is visible after)."""
+    from numba import types
+    from numba.core import cgutils
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary,
+                                       [context.get_constant(types.intp, 0)])
+        return builder.load_atomic(ptr, "acquire", 8)
+    return types.int64(counter), codegen
+
+
+@jit(cache=True, nogil=True)
+def arrive_and_wait(counter, target):
+    """Count this part's arrival, then spin until ``counter[0]`` reaches ``target``
+    (the number of parts times the number of meetings so far)."""
+    atomic_add(counter, 1)
+    while atomic_load(counter) < target:
+        pass

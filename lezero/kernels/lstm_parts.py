@@ -1,0 +1,154 @@
+"""The LSTM layer's time loop on several threads, split over the hidden units.
+
+A step of the LSTM layer is a (B, H) @ (H, 4H) product and then elementwise work per
+hidden unit.  BLAS threads the product alone, and on this machine (2 cores) waking its
+threads for every step and letting them sleep through the elementwise work cost more
+than it saved: 157 us per step for a product that takes 135 back to back (B 20, H 256,
+2 threads, 2026-12-05).  Here the hidden units are cut into one
+contiguous chunk per thread, and each thread does everything for its chunk: its gate
+rows of the product (a single-threaded ``cblas_sgemm``, see ``lezero.kernels.cblas``)
+and the cell update.  The threads meet once per step (the end of a ``prange`` region:
+the next product needs every chunk of ``h``), and Numba's OpenMP threads stay awake
+between steps.
+
+* forward: chunk ``k`` owns hidden units ``j0:j1``.  Its recurrent weights are the rows
+  ``q*H + j0 : q*H + j1`` of ``w_hh`` for the four gates ``q``, copied once per call
+  into ``w_parts[k]`` (4*(j1-j0), H), so its product is one GEMM into its own scratch.
+  ``h`` is double-buffered (``hbuf[t % 2]`` is read, the other written) because every
+  thread reads all of it while the others write their chunks.
+* backward: step ``t``'s gradient to ``h`` is ``d_t @ w_hh``, whose columns ``j0:j1``
+  need every column of ``d_t``: chunk ``k`` computes its columns from ``d`` of the step
+  done in the previous region, then runs the cell's backward for its units, writing
+  their gate columns of ``d`` for this step (other rows than those being read).
+
+Everything else (layouts, saved arrays, packed batches where only the first ``bs`` rows
+advance) is as in the serial loop of ``LSTMLayer``; ``lezero.kernels.lstm`` holds the
+row functions both use, so the two paths compute the same numbers in the same order.
+"""
+import numpy as np
+
+from lezero.kernels import enabled, jit
+from lezero.kernels.atomics import arrive_and_wait
+from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from lezero.kernels.fastexp import FAST
+from lezero.kernels.lstm import _cell_grad_row, _cell_row
+from lezero.kernels.threads import run_parts, threads_for
+
+# A chunk's share of a step's product below this many flops (~15 us of one core) is not
+# worth a split: the parts meet after every step, and each meeting costs a few us.
+MIN_PART_FLOPS = 1e6
+
+
+def chunks(hidden, parts):
+    """``parts + 1`` bounds cutting ``hidden`` units into contiguous chunks, on multiples
+    of 8 where possible (vector-aligned rows)."""
+    edges = [min(hidden, 8 * round(hidden * k / parts / 8)) for k in range(parts + 1)]
+    edges[-1] = hidden
+    return np.array(edges, dtype=np.int64)
+
+
+def parts_for(gates, w_hh, rows):
+    """How many chunks the layer's steps run in (1: the serial loop): float32 NumPy
+    arrays, Numba on, NumPy's ``cblas_sgemm`` found, and each chunk's share of a step's
+    product at least ``MIN_PART_FLOPS`` (one chunk per thread, of 16 units or more)."""
+    if not (gates.dtype == w_hh.dtype == np.float32) or not enabled(gates, w_hh) \
+            or sgemm() is None:
+        return 1
+    hidden = w_hh.shape[1]
+    return threads_for(hidden // 16, 2.0 * rows * hidden * 4 * hidden, MIN_PART_FLOPS)
+
+
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
+def _forward_part(gemm, k, counter, gates, w_part, hbuf, c, hk, c_prev, tanh_c, y, h_prev,
+                  offs, sizes, bounds):
+    """Chunk ``k``'s share of every step, meeting the other chunks after each."""
+    hidden, parts = c.shape[1], bounds.size - 1
+    j0, j1 = bounds[k], bounds[k + 1]
+    m = j1 - j0
+    for t in range(offs.size):
+        off, bs = offs[t], sizes[t]
+        src, dst = hbuf[t % 2], hbuf[1 - t % 2]
+        gemm(ROW_MAJOR, NO_TRANS, TRANS, bs, 4 * m, hidden, np.float32(1.0), src.ctypes.data,
+             hidden, w_part.ctypes.data, hidden, np.float32(0.0), hk.ctypes.data, 4 * m)
+        for n in range(bs):
+            gn, hr, r = gates[off + n], hk[n * 4 * m:(n + 1) * 4 * m], off + n
+            _cell_row(gn[j0:j1], gn[hidden + j0:hidden + j1],
+                      gn[2 * hidden + j0:2 * hidden + j1], gn[3 * hidden + j0:3 * hidden + j1],
+                      hr[:m], hr[m:2 * m], hr[2 * m:3 * m], hr[3 * m:], c[n, j0:j1],
+                      c_prev[r, j0:j1], tanh_c[r, j0:j1], y[r, j0:j1], h_prev[r, j0:j1],
+                      src[n, j0:j1], dst[n, j0:j1])
+        for n in range(bs, src.shape[0]):            # finished sequences keep their state
+            dst[n, j0:j1] = src[n, j0:j1]
+        arrive_and_wait(counter, parts * (t + 1))     # the next product reads all of h
+
+
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
+def _backward_part(gemm, k, counter, gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, offs, sizes,
+                   bounds):
+    """Chunk ``k``'s share of every backward step (latest first)."""
+    hidden, parts, steps = dh.shape[1], bounds.size - 1, offs.size
+    j0, j1 = bounds[k], bounds[k + 1]
+    for r in range(steps):
+        t = steps - 1 - r
+        off, bs = offs[t], sizes[t]
+        if r > 0:           # dh[:, j0:j1] = d of the step done last @ w_hh[:, j0:j1]
+            arrive_and_wait(counter, parts * r)       # ... once every chunk wrote its d
+            po, pb = offs[t + 1], sizes[t + 1]
+            gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, pb, j1 - j0, 4 * hidden, np.float32(1.0),
+                 d[po].ctypes.data, 4 * hidden, w_hh[0, j0:].ctypes.data, hidden,
+                 np.float32(0.0), dh[0, j0:].ctypes.data, hidden)
+        for n in range(bs):
+            gn, dn, q = gates[off + n], d[off + n], off + n
+            _cell_grad_row(gn[j0:j1], gn[hidden + j0:hidden + j1],
+                           gn[2 * hidden + j0:2 * hidden + j1],
+                           gn[3 * hidden + j0:3 * hidden + j1], dn[j0:j1],
+                           dn[hidden + j0:hidden + j1], dn[2 * hidden + j0:2 * hidden + j1],
+                           dn[3 * hidden + j0:3 * hidden + j1], tanh_c[q, j0:j1],
+                           c_prev[q, j0:j1], dh[n, j0:j1], dc[n, j0:j1], gy[q, j0:j1])
+
+
+def _steps(steps):
+    offs = np.array([off for off, _ in steps], dtype=np.int64)
+    return offs, np.array([bs for _, bs in steps], dtype=np.int64)
+
+
+def _weight_parts(w_hh, bounds):
+    """Per chunk, its four gates' rows of ``w_hh`` stacked: (parts, 4 * widest, H)."""
+    hidden = w_hh.shape[1]
+    widest = int(np.max(np.diff(bounds)))
+    out = np.empty((bounds.size - 1, 4 * widest, hidden), dtype=w_hh.dtype)
+    for k in range(bounds.size - 1):
+        j0, j1 = int(bounds[k]), int(bounds[k + 1])
+        m = j1 - j0
+        for q in range(4):
+            out[k, q * m:(q + 1) * m] = w_hh[q * hidden + j0:q * hidden + j1]
+    return out
+
+
+def forward(gates, w_hh, h, c, steps, parts, saved):
+    """The serial loop's effects, over ``parts`` threads: ``gates`` (rows, 4H) activated
+    in place; ``h`` and ``c`` (B, H) advanced to the last state; ``saved`` = (c_prev,
+    tanh_c, y, h_prev), each (rows, H), filled.  ``steps``: (offset, batch size) pairs in
+    the order to run them."""
+    bounds = chunks(w_hh.shape[1], parts)
+    hbuf = np.empty((2,) + h.shape, dtype=h.dtype)
+    hbuf[0] = h
+    w_parts = _weight_parts(w_hh, bounds)
+    hw = np.empty((parts, h.shape[0] * w_parts.shape[1]), dtype=h.dtype)
+    offs, sizes = _steps(steps)
+    counter, gemm = np.zeros(1, dtype=np.int64), sgemm()
+    run_parts(lambda k: _forward_part(gemm, k, counter, gates, w_parts[k], hbuf, c, hw[k],
+                                      *saved, offs, sizes, bounds), parts)
+    h[...] = hbuf[len(steps) % 2]
+
+
+def backward(gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, steps, parts):
+    """The serial backward loop's effects but the last product: ``d`` (rows, 4H) gets the
+    gate gradients, ``dh`` += the output gradients and products of every step but the
+    first one run, ``dc`` the cell gradient; the caller finishes with ``dh = d_first @
+    w_hh``."""
+    offs, sizes = _steps(steps)
+    bounds = chunks(w_hh.shape[1], parts)
+    counter, gemm = np.zeros(1, dtype=np.int64), sgemm()
+    run_parts(lambda k: _backward_part(gemm, k, counter, gates, tanh_c, c_prev, gy, w_hh, dh,
+                                       dc, d, offs, sizes, bounds), parts)
