@@ -44,6 +44,8 @@ _TABLE = {
     "ElmanLayer": (LOWER, "rnn_tanh, rnn_relu, nn.RNN", "lower (rnn cells)"),
     "ChunkedAttention": (LOWER, "scaled_dot_product_attention(chunk_size=...)",
                          "lower (scaled_dot_product_attention)"),
+    "FusedAttention": (LOWER, "scaled_dot_product_attention (float32, causal or no mask)",
+                       "lower (scaled_dot_product_attention)"),
     "PReLU": (LOWER, "prelu", "lower (prelu)"),
     # ----- float32: range or accuracy matters
     "Softmax": (FLOAT32, "softmax, gumbel_softmax", "float32 (softmax)"),

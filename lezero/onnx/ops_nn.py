@@ -247,12 +247,24 @@ def _attention(ctx, node):
     a = node.attrs
     if a["dropout_p"]:
         ctx.fail(node, "attention dropout in training mode; export in eval mode")
+    _attention_graph(ctx, node)
+
+
+@onnx_op("FusedAttention", opset=14, emits=("MatMul", "Transpose", "Softmax", "Where",
+                                           "Trilu"))
+def _fused_attention(ctx, node):
+    _attention_graph(ctx, node)     # no mask but the causal one, no dropout
+
+
+def _attention_graph(ctx, node):
+    """softmax(mask(scale q k^T)) v, for both attention Functions."""
+    a = node.attrs
     q, k, v = ctx.ins(node)
     nd = len(ctx.shape(node.inputs[1]))
     perm = list(range(nd - 2)) + [nd - 1, nd - 2]
     s = ctx.emit("MatMul", [q, ctx.emit("Transpose", [k], perm=perm)])
-    keep = None if a["keep"] is None else ctx.attr_tensor(node, "keep", dtype=np.bool_)
-    add = None if a["mask_add"] is None else ctx.attr_tensor(node, "mask_add")
+    keep = None if a.get("keep") is None else ctx.attr_tensor(node, "keep", dtype=np.bool_)
+    add = None if a.get("mask_add") is None else ctx.attr_tensor(node, "mask_add")
     ctx.claim(node, "block")
-    s = _masked_scores(ctx, node, s, a["scale"], a["causal"], keep, add)
+    s = _masked_scores(ctx, node, s, float(a["scale"]), a["causal"], keep, add)
     ctx.emit("MatMul", [ctx.emit("Softmax", [s], axis=-1), v], node.outputs)

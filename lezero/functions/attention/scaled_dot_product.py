@@ -21,7 +21,9 @@ import numpy as np
 
 from lezero.core import Variable
 from lezero.random import get_rng
+from lezero.functions.attention import fused
 from lezero.functions.attention.chunked import ChunkedAttention, dropout_scale
+from lezero.functions.attention.fused import FusedAttention
 from lezero.functions.attention.masked_softmax import MaskedSoftmax
 from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.linalg import matmul
@@ -159,6 +161,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         mask_add, keep = _check_mask(op, "attn_mask", attn_mask, target, q.dtype)
 
     chunked, rows = _chunking(q, target, chunk_size, mask_add)
+    if not chunked and not chunk_size == 0 and fused.fits(q, k, v, mask_add, keep, dropout_p):
+        return FusedAttention(scale, is_causal)(query, key, value)
     if not chunked:
         return plain_attention(query, key, value, mask_add, keep, dropout_p, scale,
                                is_causal)[0]
