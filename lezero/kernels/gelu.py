@@ -29,6 +29,7 @@ import numpy as np
 
 from lezero.kernels import enabled, jit
 from lezero.kernels.fastexp import FAST, exp32
+from lezero.kernels.threads import run_elementwise
 
 __all__ = ["gelu", "gelu_grad", "gelu_ref", "gelu_grad_ref", "gelu_numba", "gelu_grad_numba"]
 
@@ -106,14 +107,14 @@ def _gauss(v):
     return exp32(_f(-0.5) * v * v)
 
 
-@jit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _forward(x, out):
     for i in range(x.size):
         v = x[i]
         out[i] = v * _cdf(v, _gauss(v))
 
 
-@jit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _backward(x, gy, out):
     for i in range(x.size):
         v = x[i]
@@ -132,14 +133,14 @@ def _sigmoid_2u(v):
     return _ONE / (_ONE + exp32(-_TWO_C * (v + _K * v * v * v)))
 
 
-@jit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _forward_tanh(x, out):
     for i in range(x.size):
         v = x[i]
         out[i] = v * _sigmoid_2u(v)
 
 
-@jit(cache=True, fastmath=FAST, error_model="numpy")
+@jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
 def _backward_tanh(x, gy, out):
     for i in range(x.size):
         v = x[i]
@@ -155,7 +156,8 @@ def _flat(a):
 def gelu_numba(x, approximate="none"):
     """GELU of a float32 NumPy array (any shape): x * Phi(x), or the tanh form."""
     out = np.empty(x.shape, np.float32)
-    (_forward_tanh if approximate == "tanh" else _forward)(_flat(x), out.reshape(-1))
+    run_elementwise(_forward_tanh if approximate == "tanh" else _forward, _flat(x),
+                    out.reshape(-1))
     return out
 
 
@@ -163,7 +165,7 @@ def gelu_grad_numba(x, gy, approximate="none"):
     """gy * gelu'(x) for float32 NumPy arrays of one shape."""
     out = np.empty(x.shape, np.float32)
     kernel = _backward_tanh if approximate == "tanh" else _backward
-    kernel(_flat(x), _flat(gy), out.reshape(-1))
+    run_elementwise(kernel, _flat(x), _flat(gy), out.reshape(-1))
     return out
 
 
