@@ -12,6 +12,7 @@ import numpy as np
 from lezero.core import Function, get_config
 from lezero.kernels import attention as attention_kernels
 from lezero.kernels import enabled
+from lezero.kernels.blas import is_small
 from lezero.kernels.cblas import sgemm
 from lezero.kernels.threads import run_parts, split, threads_for
 from lezero.functions.attention.masked_softmax import MaskedSoftmax, MaskedSoftmaxGrad
@@ -33,8 +34,12 @@ def _rows_ok(a):
 
 
 def fits(q, k, v, mask_add, keep, dropout_p):
-    """Whether the fused path takes these raw operands and options."""
-    return mask_add is None and keep is None and dropout_p == 0 and _kernel_takes(q, k, v)
+    """Whether the fused path takes these raw operands and options: also, each head's
+    products must be small -- the kernel runs a head's products on one BLAS thread,
+    while a large product (one long sequence) runs faster on BLAS's threads."""
+    return (mask_add is None and keep is None and dropout_p == 0 and _kernel_takes(q, k, v)
+            and is_small(q.shape[-2], q.shape[-1], k.shape[-2])
+            and is_small(q.shape[-2], k.shape[-2], v.shape[-1]))
 
 
 def _kernel_takes(*arrays):

@@ -121,6 +121,9 @@ def test_other_inputs_take_the_other_paths():
     broadcast_k = np.random.default_rng(0).standard_normal((1, 2, 4, 3)).astype(np.float32)
     assert not fused.fits(q, broadcast_k, v, None, None, 0.0)            # batch broadcast
     assert not fused.fits(q[..., ::-1], k, v, None, None, 0.0)           # rows reversed
+    long = np.zeros((1, 1, 1024, 64), np.float32)          # one long head: BLAS's threads
+    assert fused.fits(long[..., :64, :], long[..., :64, :], long[..., :64, :], None, None, 0)
+    assert not fused.fits(long, long, long, None, None, 0.0)
 
 
 def test_arrays_the_kernel_does_not_take_run_the_reference():
