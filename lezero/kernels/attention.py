@@ -26,13 +26,19 @@ what the kernels are tested against).
 """
 import numpy as np
 
-from lezero.kernels import jit
-from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS
+from lezero.kernels import enabled, jit
+from lezero.kernels.blas import is_small
+from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from lezero.kernels.threads import run_parts, split, threads_for
 from lezero.kernels.softmax import _backward as _softmax_grad_rows
 from lezero.kernels.softmax import _forward as _softmax_rows
 
 __all__ = ["attention_forward_ref", "attention_backward_ref", "forward_heads",
-           "backward_heads"]
+           "backward_heads", "takes", "small_heads", "attention_forward", "attention_backward"]
+
+# Heads are split over threads when each part gets at least this many flops (a part
+# costs a thread wake-up, ~50-70 us here, against ~15 us per MFLOP of small GEMMs).
+MIN_PART_FLOPS = 4e6
 
 
 def _causal_mask(xp, length, keys):
@@ -107,3 +113,100 @@ def backward_heads(gemm, bases, strides, lds, dims, p, scratch, b2, scale, first
              k, lds[1], zero, _at(bases, strides, 4, h, b2), lds[4])    # dQ = dS k
         gemm(ROW_MAJOR, TRANS, NO_TRANS, keys, depth, length, one, ds.ctypes.data, keys, q,
              lds[0], zero, _at(bases, strides, 5, h, b2), lds[5])       # dK = dS^T q
+
+
+# ----- drivers (NumPy arrays) ----------------------------------------------------------------
+
+def _rows_ok(a):
+    """float32, rows contiguous, batch and row strides non-negative whole elements."""
+    s = a.strides
+    return s[-1] == 4 and s[-2] >= 4 * a.shape[-1] and all(x >= 0 and x % 4 == 0
+                                                           for x in s[:-2])
+
+
+def takes(q, k, v):
+    """Whether the kernels take these operands: float32 NumPy arrays, 3-D or 4-D with one
+    batch shape, rows contiguous, Numba on and NumPy's ``cblas_sgemm`` found."""
+    arrays = (q, k, v)
+    return (all(type(a) is np.ndarray and a.dtype == np.float32 for a in arrays)
+            and 3 <= q.ndim <= 4 and q.ndim == k.ndim == v.ndim
+            and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and min(q.size, k.size, v.size) > 0 and all(_rows_ok(a) for a in arrays)
+            and enabled(*arrays) and sgemm() is not None)
+
+
+def small_heads(q, k, v):
+    """Whether each head's products are small: the kernels run a head's products on one
+    BLAS thread, while a large product (one long sequence) runs faster on BLAS's threads."""
+    return (is_small(q.shape[-2], q.shape[-1], k.shape[-2])
+            and is_small(q.shape[-2], k.shape[-2], v.shape[-1]))
+
+
+def _layout(arrays):
+    """(base addresses, batch strides (n, 2), row strides (n,)) in elements."""
+    strides = np.zeros((len(arrays), 2), dtype=np.int64)
+    lds = np.zeros(len(arrays), dtype=np.int64)
+    for i, a in enumerate(arrays):
+        s = [x // 4 for x in a.strides]
+        strides[i] = s[:2] if a.ndim == 4 else (s[0], 0)
+        lds[i] = s[-2]
+    return np.array([a.ctypes.data for a in arrays], dtype=np.int64), strides, lds
+
+
+def _heads_last(shape):
+    """A new float32 array of ``shape`` (..., heads, L, E) whose memory is (..., L, heads,
+    E): ``transpose(0, 2, 1, 3)`` of it is contiguous."""
+    if len(shape) != 4:
+        return np.empty(shape, np.float32)
+    b, h, length, e = shape
+    return np.empty((b, length, h, e), np.float32).transpose(0, 2, 1, 3)
+
+
+def _run(kernel, heads, flops, scratch_shape, *args):
+    """``kernel(gemm, *args, scratch[i], first, stop)`` over the heads, on as many threads
+    as pay (one part per thread, at least ``MIN_PART_FLOPS`` each)."""
+    parts = threads_for(heads, flops, MIN_PART_FLOPS)
+    bounds = split(heads, parts)
+    scratch = np.empty((parts,) + scratch_shape, np.float32)
+    gemm = sgemm()
+
+    def part(i):
+        kernel(gemm, *args, scratch[i], *bounds[i])
+    if parts > 1:
+        run_parts(part, parts)
+    else:
+        part(0)
+
+
+def attention_forward(q, k, v, scale, causal):
+    """(O, P) by the kernels (operands that ``takes`` accepts); O is heads-last in memory,
+    P (heads, L, S) is what ``attention_backward`` reads."""
+    heads = int(np.prod(q.shape[:-2]))
+    length, keys, depth, ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    out = _heads_last(q.shape[:-1] + (ev,))
+    p = np.empty((heads, length, keys), np.float32)
+    b2 = q.shape[1] if q.ndim == 4 else 1
+
+    def kernel(gemm, bases, strides, lds, scores, first, stop):
+        forward_heads(gemm, bases, strides, lds, np.array([depth, ev], np.int64), p, scores,
+                      b2, np.float32(scale), bool(causal), first, stop)
+    _run(kernel, heads, 2.0 * heads * length * keys * (depth + ev), (length, keys),
+         *_layout((q, k, v, out)))
+    return out, p
+
+
+def attention_backward(q, k, v, p, do, scale):
+    """(dQ, dK, dV), heads-last in memory, from ``attention_forward``'s P."""
+    if not (do.dtype == np.float32 and _rows_ok(do)):
+        do = np.ascontiguousarray(do, dtype=np.float32)
+    heads, length, keys = p.shape
+    depth, ev = q.shape[-1], v.shape[-1]
+    grads = [_heads_last(a.shape) for a in (q, k, v)]
+    b2 = q.shape[1] if q.ndim == 4 else 1
+
+    def kernel(gemm, bases, strides, lds, scratch, first, stop):
+        backward_heads(gemm, bases, strides, lds, np.array([depth, ev], np.int64), p, scratch,
+                       b2, np.float32(scale), first, stop)
+    _run(kernel, heads, 4.0 * heads * length * keys * (depth + ev), (2, length, keys),
+         *_layout((q, k, v, do, *grads)))
+    return tuple(grads)

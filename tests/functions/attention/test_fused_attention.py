@@ -75,7 +75,7 @@ def test_split_over_threads_equals_one_part(monkeypatch):
     q, k, v = _heads(4, 6, 3, 4, 2)
     with lz.using_config("conv_threads", 1):
         y1, g1, _ = _run(q, k, v, True)
-    monkeypatch.setattr(fused, "MIN_PART_FLOPS", 1)
+    monkeypatch.setattr(K, "MIN_PART_FLOPS", 1)
     with lz.using_config("conv_threads", 2):
         y2, g2, _ = _run(q, k, v, True)
     np.testing.assert_array_equal(y1.data, y2.data)
