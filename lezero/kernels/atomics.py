@@ -15,19 +15,25 @@ its own.
 from lezero.kernels import intrinsic, jit
 
 
+def _counter_pointer(context, builder, aryty, ary):
+    """LLVM code: the address of ``counter[0]``."""
+    from numba.core import cgutils
+    from numba import types
+    arr = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, arr,
+                                    [context.get_constant(types.intp, 0)])
+
+
 @intrinsic
 def atomic_add(typingctx, counter, value):
     """``counter[0] += value`` as one atomic read-modify-write (sequentially consistent:
     the part's writes before it are visible to a part that reads the new count)."""
     from numba import types
-    from numba.core import cgutils
     if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
         return None
 
     def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary,
-                                       [context.get_constant(types.intp, 0)])
+        ptr = _counter_pointer(context, builder, signature.args[0], args[0])
         value = context.cast(builder, args[1], signature.args[1], types.int64)
         return builder.atomic_rmw("add", ptr, value, "seq_cst")
     return types.int64(counter, value), codegen
@@ -38,14 +44,11 @@ def atomic_load(typingctx, counter):
     """``counter[0]`` read atomically (acquire: what was written before the add that
     stored it is visible after)."""
     from numba import types
-    from numba.core import cgutils
     if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
         return None
 
     def codegen(context, builder, signature, args):
-        ary = context.make_array(signature.args[0])(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, signature.args[0], ary,
-                                       [context.get_constant(types.intp, 0)])
+        ptr = _counter_pointer(context, builder, signature.args[0], args[0])
         return builder.load_atomic(ptr, "acquire", 8)
     return types.int64(counter), codegen
 
