@@ -44,7 +44,7 @@ def test_chunks_cover_the_hidden_units_on_multiples_of_8():
 def test_barrier_holds_every_part_until_all_arrive():
     numba = kernels.numba_module()
     kernels.load(atomics)
-    arrive = atomics.arrive_and_wait
+    arrive, add, load = atomics.arrive_and_wait, atomics.atomic_add, atomics.atomic_load
 
     @numba.njit(nogil=True)
     def rounds(k, counter, slots, seen, n):
@@ -52,7 +52,9 @@ def test_barrier_holds_every_part_until_all_arrive():
             slots[k] = t + 1                      # my value for round t ...
             arrive(counter, 4 * t + 2)
             seen[k, t] = slots[1 - k]             # ... the other's is there already
-            arrive(counter, 4 * t + 4)            # nobody starts round t + 1 before I read
+            add(counter, 1)                       # nobody starts round t + 1 before I read
+            while load(counter) < 4 * t + 4:      # (compiled here: the intrinsics' code
+                pass                              # generation runs in this process)
 
     n = 2000
     counter, slots = np.zeros(1, np.int64), np.zeros(2, np.int64)
