@@ -241,7 +241,6 @@ def _dot_in(u, v, zero):
     return total
 
 
-@jit(cache=True)
 def pair_step(out_channels, groups):
     """How many output channels one unit of the wide forward sums at once: 2 when the
     channels of each group pair up (they then share every load of the input), else 1."""
@@ -276,14 +275,15 @@ def _tap_row2(h0, h1, xr, w0, w1):
 
 
 @jit(cache=True, nogil=True)
-def forward_wide_planes(x, w, y, groups, first, stop):
+def forward_wide_planes(x, w, y, groups, step, first, stop):
     """Units ``u`` in [first, stop), summed on wide rows: output channels ``o`` to
-    ``o + step - 1`` (``pair_step``) of sample ``n``, with ``u = (o // step) * N + n``."""
+    ``o + step - 1`` (``step`` from ``pair_step``) of sample ``n``, with
+    ``u = (o // step) * N + n``."""
     N, C, H, W = x.shape
     O, cg, kh, kw = w.shape
     Ho, Wo = y.shape[2], y.shape[3]
     L = (Ho - 1) * W + Wo                  # the flat run from the first to the last output
-    og, step = O // groups, pair_step(O, groups)
+    og = O // groups
     acc = np.empty((2, Ho * W), dtype=y.dtype)
     for u in range(first, stop):
         o = (u // N) * step
@@ -306,9 +306,9 @@ def forward_wide_planes(x, w, y, groups, first, stop):
 
 
 @jit(cache=True, parallel=True)
-def forward_wide_nb(x, w, y, groups):
-    for u in prange((w.shape[0] // pair_step(w.shape[0], groups)) * x.shape[0]):
-        forward_wide_planes(x, w, y, groups, u, u + 1)
+def forward_wide_nb(x, w, y, groups, step):
+    for u in prange((w.shape[0] // step) * x.shape[0]):
+        forward_wide_planes(x, w, y, groups, step, u, u + 1)
 
 
 @jit(cache=True, nogil=True)
@@ -379,9 +379,9 @@ def grad_weight_wide_nb(x, gyw, gw, groups):
 def direct_forward_numba(x, w, y, geo, groups):
     work, planes = y.size * w.shape[1] * geo[0] * geo[1], w.shape[0] * x.shape[0]
     if wide(geo):
-        units = planes // pair_step(w.shape[0], groups)
-        launch(forward_wide_nb, forward_wide_planes, work, units, np.ascontiguousarray(x),
-               w, y, groups)
+        step = pair_step(w.shape[0], groups)
+        launch(forward_wide_nb, forward_wide_planes, work, planes // step,
+               np.ascontiguousarray(x), w, y, groups, step)
     else:
         launch(forward_nb, forward_planes, work, planes, x, w, y, tuple(geo), groups)
     return y

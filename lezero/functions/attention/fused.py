@@ -52,6 +52,6 @@ class FusedAttention(Function):
 
     def _graph_backward(self, go):
         q, k, v = self.inputs
-        p = MaskedSoftmax(None, float(self.scale), self.causal)(matmul(q, swapaxes(k, -1, -2)))
-        ds = MaskedSoftmaxGrad(float(self.scale))(p, matmul(go, swapaxes(v, -1, -2)))
+        p = MaskedSoftmax(None, self.scale, self.causal)(matmul(q, swapaxes(k, -1, -2)))
+        ds = MaskedSoftmaxGrad(self.scale)(p, matmul(go, swapaxes(v, -1, -2)))
         return matmul(ds, k), matmul(swapaxes(ds, -1, -2), q), matmul(swapaxes(p, -1, -2), go)
