@@ -32,13 +32,19 @@ _lock = threading.Lock()
 _pool = {"executor": None, "workers": 0, "pid": None, "blas": None}
 
 
+_from_environment = []      # the count the environment gives, read once per process
+
+
 def threads():
     """The number of threads a batch-split kernel may use."""
     n = get_config().conv_threads
     if n:
         return int(n)
-    env = os.environ.get("NUMBA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
-    return int(env) if env else (os.cpu_count() or 1)
+    if not _from_environment:
+        # read once: every kernel call asks, and os.cpu_count() alone took 8 us here
+        env = os.environ.get("NUMBA_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+        _from_environment.append(int(env) if env else (os.cpu_count() or 1))
+    return _from_environment[0]
 
 
 def blas_controller():
@@ -111,14 +117,17 @@ def run_split(fn, count, parts):
     return run_parts(lambda i: fn(*bounds[i]), parts)
 
 
-# An elementwise kernel is split only when each part gets this many elements: a part costs
-# a thread wake-up (~50-70 us here), which is what GELU takes for ~60k float32 elements.
+# An elementwise kernel is split only when each part gets this many elements: a split costs
+# about 100 us here (a thread wake-up and join, ~55 us, plus holding BLAS to one thread),
+# which is what GELU takes for ~60-100k float32 elements.  Cheaper kernels pass a larger
+# ``min_part``: ReLU does 300k elements in 41 us, so splitting it rarely pays.
 MIN_PART_ITEMS = 1 << 17
 
 
-def run_elementwise(kernel, *arrays):
+def run_elementwise(kernel, *arrays, min_part=None):
     """``kernel(*arrays)`` on 1-D arrays of one length, cut into contiguous ranges run at
-    once on several threads when they are long (the kernel must release the GIL)."""
+    once on several threads when each range gets at least ``min_part`` elements (default
+    ``MIN_PART_ITEMS``; the kernel must release the GIL)."""
     n = arrays[0].size
     run_split(lambda lo, hi: kernel(*[a[lo:hi] for a in arrays]), n,
-              threads_for(n, n, MIN_PART_ITEMS))
+              threads_for(n, n, min_part or MIN_PART_ITEMS))

@@ -5,7 +5,7 @@ import pytest
 
 import lezero as lz
 from lezero import kernels
-from lezero.kernels import gelu, threads
+from lezero.kernels import gelu, relu, threads
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 
@@ -33,3 +33,42 @@ def test_short_arrays_run_as_one_call(monkeypatch):
     monkeypatch.setattr(threads, "run_split", lambda fn, n, parts: calls.append(parts))
     threads.run_elementwise(lambda a: None, np.zeros(10, np.float32))
     assert calls == [1]
+
+
+def test_relu_split_equals_one_call(monkeypatch):
+    x = np.random.default_rng(0).standard_normal(100_003).astype(np.float32)
+    x[:3] = (np.nan, -0.0, 0.0)
+    gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
+    one = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
+    calls = []
+    real = threads.run_split
+    monkeypatch.setattr(threads, "run_split",
+                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
+    monkeypatch.setattr(relu, "MIN_PART_ITEMS", 1000)
+    with lz.using_config("conv_threads", 2):
+        split = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
+    assert calls == [2, 2]
+    for a, b in zip(one, split):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_relu_keeps_arrays_below_its_own_threshold_whole(monkeypatch):
+    """ReLU's kernels are cheap per element, so they split later than GELU's: an array
+    that GELU cuts in two stays one call."""
+    calls = []
+    monkeypatch.setattr(threads, "run_split", lambda fn, n, parts: calls.append(parts))
+    x = np.zeros(4 * threads.MIN_PART_ITEMS, np.float32)
+    with lz.using_config("conv_threads", 2):
+        relu.relu_numba(x)
+        gelu.gelu_numba(x)
+    assert calls == [1, 2]
+
+
+def test_thread_count_from_the_environment_is_read_once(monkeypatch):
+    monkeypatch.setattr(threads, "_from_environment", [])
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
+    assert threads.threads() == 3
+    monkeypatch.setenv("NUMBA_NUM_THREADS", "5")
+    assert threads.threads() == 3                  # cached for the process
+    with lz.using_config("conv_threads", 4):
+        assert threads.threads() == 4              # the setting still wins

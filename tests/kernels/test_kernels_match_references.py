@@ -105,6 +105,12 @@ def _lstm_cell_grad(shape, dtype, rng):
             np.zeros_like(g))                      # gy, dh, dc, dg
 
 
+def _relu(shape, dtype, rng):
+    x = rng.standard_normal(shape).astype(dtype)
+    x.reshape(-1)[:4] = (0, np.nan, -0.0, -np.inf)     # the kink, NaN (kept), signed zero
+    return (x,)
+
+
 def _relu_grad(shape, dtype, rng):
     x = rng.standard_normal(shape).astype(dtype)
     x.reshape(-1)[:3] = (0, np.nan, -0.0)          # the kink, NaN, a signed zero: gradient 0
@@ -250,6 +256,8 @@ ROWS = {
                           _returns(lstm.lstm_cell_grad_ref, 4, 5, 6),
                           _returns(lstm.lstm_cell_grad, 4, 5, 6), _lstm_cell_grad, LSTM_STATES,
                           {F32: (2e-6, 5e-7)}),
+    "relu": Row(relu.relu_numba, relu.relu_ref, relu.relu, _relu,
+                ((7,), (3, 5, 4), (64, 6, 28, 28)), {F32: (0, 0), F64: (0, 0)}),
     "relu_grad": Row(relu.relu_grad_numba, relu.relu_grad_ref, relu.relu_grad, _relu_grad,
                      ((7,), (3, 5, 4), (64, 6, 28, 28)), {F32: (0, 0), F64: (0, 0)}),
     # (shape, b, a): SGD's step, momentum's buffer, dampened momentum: bit for bit
