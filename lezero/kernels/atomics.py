@@ -60,3 +60,19 @@ def arrive_and_wait(counter, target):
     atomic_add(counter, 1)
     while atomic_load(counter) < target:
         pass
+
+
+@jit(cache=True, nogil=True)
+def arrive(counter):
+    """Count one arrival (``counter[0] += 1``, atomically)."""
+    atomic_add(counter, 1)
+
+
+@jit(cache=True, nogil=True)
+def spin_until(counter, target, spins):
+    """Spin until ``counter[0]`` reaches ``target``, at most ``spins`` reads; True when it
+    did.  (The caller holds no lock: the kernel releases the GIL while it spins.)"""
+    for _ in range(spins):
+        if atomic_load(counter) >= target:
+            return True
+    return atomic_load(counter) >= target

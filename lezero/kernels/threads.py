@@ -10,26 +10,25 @@ Why not Numba's own parallel loops (``prange``) for these small, frequent kernel
 OpenMP threads spin after each region and fought OpenBLAS's threads in the GEMMs between
 them -- GPT-mini's step went from 1.00 to 1.88 of PyTorch's time with its GELU, softmax
 and layer norm on ``prange`` (2 threads, `benchmarks/bench_workloads.py gpt`,
-2026-12-04).  Worker threads waiting on a future do not spin, and one fork and one join per
-call is all the synchronisation.
+2026-12-04).  The workers (``lezero.kernels.workers``) sleep between calls; only the
+join spins, briefly, on the calling thread.
 
 The thread count is ``lz.Config.conv_threads`` (0: ``NUMBA_NUM_THREADS``, else
 ``OMP_NUM_THREADS``, else the CPU count); it started as the convolutions' setting and now
 governs every batch-split kernel.  Splitting needs ``threadpoolctl`` (to hold BLAS to one
 thread inside the parts); without it ``threads_for`` says 1 and the work runs as one call.
 """
-import concurrent.futures
-import contextvars
+import functools
 import os
-import threading
 
 from lezero.core import get_config, register_setting
+from lezero.kernels import workers
+from lezero.kernels.blas import held_to_one_thread
 from lezero.kernels.conv_launch import serial_kernels, serial_only
 
 register_setting("conv_threads", 0)
 
-_lock = threading.Lock()
-_pool = {"executor": None, "workers": 0, "pid": None, "blas": None}
+_blas = {"controller": None}
 
 
 _from_environment = []      # the count the environment gives, read once per process
@@ -49,13 +48,13 @@ def threads():
 
 def blas_controller():
     """A threadpoolctl controller (None when threadpoolctl is not installed)."""
-    if _pool["blas"] is None:
+    if _blas["controller"] is None:
         try:
             import threadpoolctl
-            _pool["blas"] = threadpoolctl.ThreadpoolController()
+            _blas["controller"] = threadpoolctl.ThreadpoolController()
         except Exception:            # not installed, or it cannot inspect this process
-            _pool["blas"] = False
-    return _pool["blas"] or None
+            _blas["controller"] = False
+    return _blas["controller"] or None
 
 
 def threads_for(items, work, min_work):
@@ -74,20 +73,6 @@ def split(count, parts):
     return list(zip(edges[:-1], edges[1:]))
 
 
-def _executor(workers):
-    """The worker pool (made anew after a fork: a child inherits no running threads)."""
-    with _lock:
-        forked = _pool["pid"] != os.getpid()
-        if forked or _pool["workers"] < workers:
-            if _pool["executor"] is not None and not forked:
-                _pool["executor"].shutdown(wait=False)
-            _pool["executor"] = concurrent.futures.ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="lezero-parts")
-            _pool["workers"] = workers
-            _pool["pid"] = os.getpid()
-        return _pool["executor"]
-
-
 def _serially(fn, i):
     with serial_kernels():
         return fn(i)
@@ -95,17 +80,19 @@ def _serially(fn, i):
 
 def run_parts(fn, count):
     """``[fn(0), ..., fn(count - 1)]`` with part 0 on this thread and the others on the
-    pool, BLAS held to one thread and the Numba kernels serial in each."""
-    ex = _executor(count - 1)
-    with blas_controller().limit(limits=1, user_api="blas"):
-        # each task gets a copy of this thread's settings (use_numba, ...)
-        futures = [ex.submit(contextvars.copy_context().run, _serially, fn, i)
-                   for i in range(1, count)]
+    worker threads (``lezero.kernels.workers``), BLAS held to one thread and the Numba
+    kernels serial in each; an exception of any part is raised here, after all ended."""
+    join = workers.Join(count)
+    with held_to_one_thread():
+        workers.submit(functools.partial(_serially, fn), count, join)
         try:
             first = _serially(fn, 0)
         finally:
-            concurrent.futures.wait(futures)
-        return [first] + [f.result() for f in futures]
+            results, errors = join.wait()
+    for error in errors:
+        if error is not None:
+            raise error
+    return [first] + results[1:]
 
 
 def run_split(fn, count, parts):
