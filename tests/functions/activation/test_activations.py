@@ -314,3 +314,20 @@ def test_activations_on_gpu(xp):
                      lambda t: TF.gelu(t, approximate="tanh")),
                     (lambda v: F.log_softmax(v, 1), lambda t: torch.log_softmax(t, 1))]:
         check_torch(op, top, x, xp=xp)
+
+
+def test_relu_first_order_array_equals_the_recorded_backward():
+    """Plain backward takes relu's gradient from the kernel as an array; create_graph
+    records ReLUGrad instead (so it can be differentiated again); both agree, NaN and the
+    kink included."""
+    data = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    data.reshape(-1)[:3] = (0.0, np.nan, -0.0)
+    gy = np.random.default_rng(1).standard_normal(data.shape).astype(np.float32)
+    grads = []
+    for create_graph in (False, True):
+        x = lz.Variable(data)
+        F.relu(x).backward(grad=lz.Variable(gy), create_graph=create_graph)
+        assert (x.grad.creator is not None) == create_graph
+        grads.append(x.grad.data)
+    np.testing.assert_array_equal(grads[0], grads[1])
+    np.testing.assert_array_equal(grads[0], np.where(data > 0, gy, 0))

@@ -103,6 +103,25 @@ def test_einsum(subscripts, shapes):
                                np.einsum(subscripts, *arrays), rtol=1e-12)
 
 
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("x_shape", [(3,), (4, 3), (2, 4, 3)])
+def test_linear_first_order_arrays_equal_the_recorded_backward(x_shape, with_bias):
+    """Plain backward computes linear's gradients as arrays; under create_graph the same
+    gradients come from recorded operators (so they can be differentiated again)."""
+    def grads(create_graph):
+        x = lz.Variable(rand(*x_shape, dtype=np.float32, seed=1))
+        w = lz.Variable(rand(5, 3, dtype=np.float32, seed=2))
+        params = [x, w] + ([lz.Variable(rand(5, dtype=np.float32, seed=3))] if with_bias else [])
+        y = F.linear(*params)
+        y.backward(grad=lz.Variable(rand(*y.shape, dtype=np.float32, seed=4)),
+                   create_graph=create_graph)
+        assert all((p.grad.creator is not None) == create_graph for p in params[:2])
+        return [p.grad.data for p in params]
+    for a, b in zip(grads(False), grads(True)):
+        assert a.shape == b.shape and a.dtype == b.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_linear_is_one_fused_function():
     x = lz.Variable(rand(2, 4, 3, dtype=np.float32, seed=1))
     w = lz.Variable(rand(5, 3, dtype=np.float32, seed=2))
