@@ -25,6 +25,7 @@ Numba imports.  On the GPU the same operators use CuPy, never these CPU kernels.
 """
 import functools
 import sys
+import threading
 
 import numpy as np
 
@@ -39,6 +40,11 @@ register_setting("use_numba", True)
 
 _numba = None          # the numba module once imported, False when it cannot be
 _bound = set()         # names of the kernel modules whose kernels are compiled
+# Binding replaces a module's names one by one, so another thread (the parts of a split
+# kernel run on several) must not compile against a half-bound module: binding holds
+# this lock, and a kernel skips it only once its module is in ``_complete``.
+_bind_lock = threading.RLock()
+_complete = set()
 
 
 def numba_module():
@@ -89,9 +95,10 @@ class Kernel:
 
     def compiled(self):
         """The Numba dispatcher (binding this kernel's module on first use)."""
-        if self._compiled is None:
-            _bind(sys.modules[self.py_func.__module__])
-            self._build(numba_module())        # also when no module name holds it
+        if self._compiled is None or self.py_func.__module__ not in _complete:
+            with _bind_lock:
+                _bind_all(sys.modules[self.py_func.__module__])
+                self._build(numba_module())        # also when no module name holds it
         return self._compiled
 
     def _build(self, numba):
@@ -122,8 +129,15 @@ def intrinsic(fn):
 def load(module):
     """Bind ``module``'s kernels now (for Numba code outside LeZero that calls them, such
     as a test's own jitted loop around ``fastexp.exp32``); returns the module."""
-    _bind(module)
+    with _bind_lock:
+        _bind_all(module)
     return module
+
+
+def _bind_all(module):
+    """``_bind(module)``; then its modules are complete (the caller holds ``_bind_lock``)."""
+    _bind(module)
+    _complete.update(_bound)
 
 
 def _bind(module):

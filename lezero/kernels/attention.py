@@ -162,6 +162,18 @@ def _heads_last(shape):
     return np.empty((b, length, h, e), np.float32).transpose(0, 2, 1, 3)
 
 
+def _heads_last_together(shapes):
+    """New float32 arrays of ``shapes`` (all 4-D (B, heads, L, E) of one shape): views of
+    ONE buffer (B, L, n, heads, E).  Undoing the model's ``reshape`` and ``transpose`` of
+    a fused q/k/v projection (B, L, 3 * heads * E) then gives three slices of a buffer of
+    exactly that shape, which ``split``'s backward joins without copying."""
+    if len(set(shapes)) != 1 or len(shapes[0]) != 4:
+        return [_heads_last(s) for s in shapes]
+    b, h, length, e = shapes[0]
+    buf = np.empty((b, length, len(shapes), h, e), np.float32)
+    return [buf[:, :, i].transpose(0, 2, 1, 3) for i in range(len(shapes))]
+
+
 def _run(kernel, heads, flops, scratch_shape, *args):
     """``kernel(gemm, *args, scratch[i], first, stop)`` over the heads, on as many threads
     as pay (one part per thread, at least ``MIN_PART_FLOPS`` each)."""
@@ -201,7 +213,7 @@ def attention_backward(q, k, v, p, do, scale):
         do = np.ascontiguousarray(do, dtype=np.float32)
     heads, length, keys = p.shape
     depth, ev = q.shape[-1], v.shape[-1]
-    grads = [_heads_last(a.shape) for a in (q, k, v)]
+    grads = _heads_last_together([a.shape for a in (q, k, v)])
     b2 = q.shape[1] if q.ndim == 4 else 1
 
     def kernel(gemm, bases, strides, lds, scratch, first, stop):

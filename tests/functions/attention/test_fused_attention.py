@@ -84,11 +84,20 @@ def test_split_over_threads_equals_one_part(monkeypatch):
 
 
 def test_results_are_heads_last_in_memory():
-    """The output and gradients of (B, heads, L, E) operands are views of (B, L, heads, E)
-    memory: transposing them back, as models do, gives contiguous arrays."""
-    y, grads, _ = _run(*_heads(2, 5, 3, 4, 3), causal=True)
-    for a in [y.data] + grads:
-        assert a.transpose(0, 2, 1, 3).flags.c_contiguous
+    """The output of (B, heads, L, E) operands is a view of (B, L, heads, E) memory, and
+    the three gradients are views of one (B, L, 3, heads, E) buffer: undoing the model's
+    transpose and reshape gives the output contiguous and the gradients as the three
+    adjacent slices of a (B, L, 3 heads E) array, which split's backward joins in place."""
+    from lezero.kernels.join import adjacent_join
+    q, k, v = _heads(2, 5, 3, 4, 3)
+    y, p = K.attention_forward(q, k, v, 0.4, True)
+    assert y.transpose(0, 2, 1, 3).flags.c_contiguous
+    grads = K.attention_backward(q, k, v, p, np.ones_like(y), 0.4)
+    rows = [g.transpose(0, 2, 1, 3).reshape(2, 5, 12) for g in grads]
+    assert all(np.shares_memory(r, g) for r, g in zip(rows, grads))     # no copies
+    joined = adjacent_join(rows, -1)
+    assert joined is not None and joined.flags.c_contiguous
+    np.testing.assert_array_equal(joined, np.concatenate(rows, axis=-1))
 
 
 def test_twice_differentiable_like_the_plain_path():
