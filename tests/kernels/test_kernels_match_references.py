@@ -220,7 +220,8 @@ DIRECT = (((2, 3, 7, 8), (4, 3, 3, 3), (3, 3, 1, 1, 1, 1, 1, 1), 1),
           ((1, 4, 9, 7), (6, 2, 3, 2), (3, 2, 2, 3, 1, 2, 2, 1), 2),
           ((2, 4, 6, 6), (8, 1, 3, 3), (3, 3, 1, 2, 2, 0, 1, 2), 4))
 TILINGS = (((2, 3, 7, 9), 2, 1, 1, 4, 5), ((1, 2, 5, 5), 4, -1, 3, 3, 1))
-NORMS = (((4, 7), True), ((2, 3, 33), True), ((5, 16), False))
+NORMS = (((4, 7), True), ((2, 3, 33), True), ((5, 16), False),
+         ((1000, 128), True))     # many blocks of FOLD_ROWS rows, the last one partial
 ELEMENTWISE = (((1000,), "none"), ((7, 13), "tanh"))
 SCORES = (((3, 5, 5), False), ((2, 4, 6), True), ((2, 1, 9), False))
 FLOAT32_ONLY = {F32: (2e-6, 5e-7)}
@@ -351,3 +352,19 @@ def test_every_kernel_has_a_row():
                for k in (getattr(r.numba, "kernel", r.numba) for r in ROWS.values())}
     missing = sorted(kernels - covered)
     assert not missing, f"kernels without a row in ROWS ({__file__}): {missing}"
+
+
+@pytest.mark.skipif(not numba_available(), reason="needs Numba")
+def test_layer_norm_parameter_gradients_stay_accurate_over_many_rows():
+    """The weight and bias gradients sum 20 000 rows: in float32 blocks folded into
+    float64, they match a float64 sum to float32 rounding, not to the drift of one long
+    float32 sum."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((20_000, 16)).astype(np.float32)
+    gy = (rng.standard_normal(x.shape) + 1.0).astype(np.float32)     # no cancellation
+    w = rng.standard_normal(16).astype(np.float32)
+    _, mean, rstd = layernorm.layer_norm_numba(x, w, np.zeros(16, np.float32), 1e-5)
+    _, gw, gb = layernorm.layer_norm_grad_numba(x, gy, w, mean, rstd)
+    xhat = (x.astype(np.float64) - mean[:, None]) * rstd[:, None]
+    np.testing.assert_allclose(gb, gy.astype(np.float64).sum(0), rtol=2e-6)
+    np.testing.assert_allclose(gw, (gy * xhat).sum(0), rtol=1e-5, atol=1e-3)
