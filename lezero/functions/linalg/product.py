@@ -12,8 +12,7 @@ from lezero.functions.common import inverse_permutation, xp_of
 from lezero.functions.linalg.contraction import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
-from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
-from lezero.functions.shape.views import sum_to_array
+from lezero.functions.shape import reshape, sum_to, sum_to_array, swapaxes, transpose
 from lezero.kernels.blas import matmul as blas_matmul
 from lezero.utils.checks import check_array, check_axis, check_float_array
 
