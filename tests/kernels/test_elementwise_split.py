@@ -10,16 +10,22 @@ from lezero.kernels import gelu, relu, threads
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 
 
+def _count_splits(monkeypatch):
+    """A list that records the part count of every ``run_split`` call (which still runs)."""
+    calls = []
+    real = threads.run_split
+    monkeypatch.setattr(threads, "run_split",
+                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
+    return calls
+
+
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
 def test_gelu_split_equals_one_call(monkeypatch, approximate):
     x = np.random.default_rng(0).standard_normal(100_003).astype(np.float32)
     gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     with lz.using_config("conv_threads", 1):
         one = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
-    calls = []
-    real = threads.run_split
-    monkeypatch.setattr(threads, "run_split",
-                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
+    calls = _count_splits(monkeypatch)
     monkeypatch.setattr(threads, "MIN_PART_ITEMS", 1000)
     with lz.using_config("conv_threads", 3):
         split = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
@@ -40,10 +46,7 @@ def test_relu_split_equals_one_call(monkeypatch):
     x[:3] = (np.nan, -0.0, 0.0)
     gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     one = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
-    calls = []
-    real = threads.run_split
-    monkeypatch.setattr(threads, "run_split",
-                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
+    calls = _count_splits(monkeypatch)
     monkeypatch.setattr(relu, "MIN_PART_ITEMS", 1000)
     with lz.using_config("conv_threads", 2):
         split = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
