@@ -25,6 +25,7 @@ import threading
 import numpy as np
 
 from lezero.kernels import numba_available
+from lezero.kernels.atomics import arrive, spin_until   # compiled on first call only
 
 SPIN_READS = 1 << 18        # ~0.3 ms of atomic reads before the join sleeps instead
 
@@ -70,12 +71,10 @@ class Join:
         # wait() finds its permit already there and does not sleep.
         self.sleeper.release()
         if self.spin:
-            from lezero.kernels.atomics import arrive
             arrive(self.arrived)
 
     def wait(self):
         if self.spin:
-            from lezero.kernels.atomics import spin_until
             spin_until(self.arrived, self.count - 1, SPIN_READS)
         for _ in range(self.count - 1):
             self.sleeper.acquire()

@@ -35,6 +35,7 @@ def test_anything_else_is_left_to_the_copy(case):
     assert adjacent_join(pieces, 1) is None
 
 
+@pytest.mark.skipif(not lz.kernels.numba_available(), reason="the fused kernel needs Numba")
 def test_split_feeding_fused_attention_joins_its_gradient_without_copying(monkeypatch):
     from lezero.functions.shape import join
     rng = np.random.default_rng(0)
@@ -53,8 +54,6 @@ def test_split_feeding_fused_attention_joins_its_gradient_without_copying(monkey
     monkeypatch.setattr(join.Concatenate, "forward",
                         lambda self, *xs: copies.append(1) or real(self, *xs))
     fast = grad()
-    if not lz.kernels.numba_available():
-        pytest.skip("needs Numba for the fused kernel")
     assert copies == []                              # joined in place
     with lz.using_config("use_numba", False):
         reference = grad()                           # plain path: a concatenation
