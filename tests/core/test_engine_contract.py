@@ -272,3 +272,50 @@ def test_a_leaf_hook_runs_at_its_last_use_before_earlier_functions():
     handle.remove()
     assert log == ["Sum", "Mul", "w done", "Sin", "Exp"]
     np.testing.assert_allclose(w.grad.data, [np.sin(np.exp(1.0)) + np.sin(np.exp(2.0))])
+
+
+# ----- the one-Function path: (a + b).backward() ------------------------------------------
+def _grads_of(op, general, rounds=2):
+    """Leaves' gradients after ``rounds`` backward passes of ``op(a, b)``; ``general``
+    registers a hook on an unrelated Variable, which sends the pass through the heap."""
+    rng = np.random.default_rng(3)
+    a, b = (lz.Variable(rng.standard_normal((3, 4)).astype(np.float32)) for _ in range(2))
+    handle = var(0.0).register_hook(lambda g: g) if general else None
+    for _ in range(rounds):
+        op(a, b).backward()
+    if handle is not None:
+        handle.remove()
+    return a.grad.data, b.grad.data
+
+
+@pytest.mark.parametrize("op", [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a / b,
+                                lambda a, b: a - b, lambda a, b: F.matmul(a, b.T)])
+def test_the_one_function_path_gives_the_general_paths_gradients(op):
+    for fast, general in zip(_grads_of(op, False), _grads_of(op, True)):
+        np.testing.assert_array_equal(fast, general)
+
+
+def test_one_function_on_leaves_skips_the_pass_bookkeeping(monkeypatch):
+    engine = __import__("lezero.core.backward", fromlist=["_Pass"])
+    a, b = var(1.0, 2.0), var(3.0, 4.0)
+    y, z = a * b, a * b
+    monkeypatch.setattr(engine, "_Pass", None)          # the general path would fail here
+    y.backward()
+    np.testing.assert_array_equal(a.grad.data, [3.0, 4.0])
+    with pytest.raises(TypeError):                      # retain_grad needs the general path
+        z.backward(retain_grad=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_one_element_gradients_accumulate_as_the_dtypes_own_sum(dtype):
+    """A one-element .grad grows by fill(old + new) from Python numbers; rounding that
+    float64 sum once gives the dtype's own sum, which this checks over many passes."""
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(200).astype(dtype) * dtype(1e3)
+    x = lz.Variable(np.ones(1, dtype))
+    expected = np.zeros(1, dtype)
+    for v in values:
+        (x * lz.Variable(np.array([v]), requires_grad=False)).backward()
+        expected += np.array([v])
+    assert x.grad.dtype == dtype
+    np.testing.assert_array_equal(x.grad.data, expected)
