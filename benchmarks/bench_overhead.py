@@ -55,8 +55,9 @@ def main():
             for _ in range(n):
                 ta + tb
 
-    # grad() of one node takes the engine's general path (the one-Function path serves a
-    # plain .backward() only): measured so that a change there shows up here.
+    # grad() of one node and a two-node backward take the engine's general path (the
+    # one-Function path serves a plain .backward() only): measured so that a change
+    # there shows up here.
     def lz_grad():
         for _ in range(n):
             lz.grad(a * b, [a])
@@ -65,13 +66,22 @@ def main():
         for _ in range(n):
             torch.autograd.grad(ta * tb, [ta])
 
+    def lz_two():
+        for _ in range(n):
+            (a * b + a).backward()
+
+    def t_two():
+        for _ in range(n):
+            (ta * tb + ta).backward()
+
     print("\n== one-element add: per-call time, warm alternating rounds")
     print(f"{'case':<34}{'LeZero':>10}{'PyTorch':>10}{'ratio':>8}{'target':>8}")
     for name, ours, theirs, target in [
             ("add forward (graph recorded)", lz_fwd, t_fwd, 2.0),
             ("add forward+backward", lz_fb, t_fb, 0.35),
             ("add forward, no_grad", lz_nograd, t_nograd, None),
-            ("mul + grad() of one node", lz_grad, t_grad, None)]:
+            ("mul + grad() of one node", lz_grad, t_grad, None),
+            ("mul, add + backward (two nodes)", lz_two, t_two, None)]:
         (ratio, _), (t_ours, t_theirs) = round_ratios([ours, theirs], rounds=9, block=3)
         tgt = "" if target is None else f"<={target:g}"
         print(f"{name:<34}{t_ours / n * 1e6:>7.2f} us{t_theirs / n * 1e6:>7.2f} us"

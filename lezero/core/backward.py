@@ -186,7 +186,7 @@ def _accumulate(x, g, claimed):
         x.grad = g
     elif g.data.size == 1:
         # NumPy's in-place add of one element costs 5x a fill with the sum of the two
-        # Python numbers (1.07 against 0.19 us, numpy 2.4); the sum of two float32s
+        # Python numbers (0.94 against 0.18 us, numpy 2.4); the sum of two float32s
         # rounded once from float64 is the float32 sum.  Scalar parameters pay it.
         old.data.fill(old.data.item() + g.data.item())
     else:
