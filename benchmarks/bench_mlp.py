@@ -26,20 +26,36 @@ def make_weights(rng):
     return ws
 
 
+def lezero_loss(params, x, t):
+    """The forward pass and loss in LeZero (``params``: weight, bias, weight, bias ...)."""
+    import lezero.functions as F
+    h = x
+    for i in range(0, len(params), 2):
+        h = F.linear(h, params[i], params[i + 1])
+        if i + 2 < len(params):
+            h = F.relu(h)
+    return F.cross_entropy(h, t)
+
+
+def torch_loss(params, x, t):
+    """The same forward pass and loss in PyTorch (``x``, ``t``: tensors)."""
+    import torch
+    h = x
+    for i in range(0, len(params), 2):
+        h = torch.nn.functional.linear(h, params[i], params[i + 1])
+        if i + 2 < len(params):
+            h = torch.relu(h)
+    return torch.nn.functional.cross_entropy(h, t)
+
+
 def lezero_step_fn(weights, x, t):
     import lezero as lz
-    import lezero.functions as F
     from lezero import optim
     params = [lz.Parameter(w.copy()) for w in weights]
     opt = optim.SGD(params, lr=0.01)
 
     def step():
-        h = x
-        for i in range(0, len(params), 2):
-            h = F.linear(h, params[i], params[i + 1])
-            if i + 2 < len(params):
-                h = F.relu(h)
-        loss = F.cross_entropy(h, t)
+        loss = lezero_loss(params, x, t)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -53,12 +69,7 @@ def torch_step_fn(weights, x, t):
     xt, tt = torch.from_numpy(x), torch.from_numpy(t)
 
     def step():
-        h = xt
-        for i in range(0, len(params), 2):
-            h = torch.nn.functional.linear(h, params[i], params[i + 1])
-            if i + 2 < len(params):
-                h = torch.relu(h)
-        loss = torch.nn.functional.cross_entropy(h, tt)
+        loss = torch_loss(params, xt, tt)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -12,12 +12,25 @@ the arrays' dtype, each product is rounded, then the sum (no fused multiply-add:
 leaves ``fastmath`` off), so the kernel and ``axpby_ref`` agree bit for bit.
 ``axpby_`` runs the kernel where ``fits`` says so (C-contiguous float32/float64 NumPy
 arrays of one shape and dtype) and the reference (also the CuPy path) otherwise.
+
+Large updates are cut over threads (``threads.run_elementwise``, parts of at least
+``MIN_PART_ITEMS``).  On a warm cache a split costs more than it saves (a 1M-element
+update: 142 us in one call, 227 cut in two, 2026-12-05), but this VM spends long spells
+in a state where memory runs several times slower and one core cannot draw the
+bandwidth: the MLP benchmark's SGD step (1.8M float32 parameters) then took 2.2 ms on
+one thread, 1.05 ms split and 1.67 ms in PyTorch, against 0.33, 0.40 and 0.45 ms in the
+fast state (``benchmarks/bench_mlp_parts.py``, 2026-12-06).  Those spells covered about
+half of the runs that day, so the split pays on average.
 """
 import numpy as np
 
 from lezero.kernels import enabled, jit
+from lezero.kernels.threads import SplitWhenFaster
 
 __all__ = ["axpby_", "axpby_ref", "axpby_numba", "fits"]
+
+MIN_PART_ITEMS = 1 << 18    # 256k elements: see above; the MLP's 784k and 1M weights split
+_runner = SplitWhenFaster(MIN_PART_ITEMS)
 
 
 def axpby_ref(y, b, x, a):
@@ -45,7 +58,8 @@ def fits(y, x):
 def axpby_numba(y, b, x, a):
     """``axpby_ref`` as one Numba pass (arrays that ``fits`` takes)."""
     t = y.dtype.type
-    _axpby(y.reshape(-1), t(b), x.reshape(-1), t(a))
+    b, a = t(b), t(a)
+    _runner.run(lambda yp, xp: _axpby(yp, b, xp, a), y.reshape(-1), x.reshape(-1))
 
 
 def axpby_(y, b, x, a):

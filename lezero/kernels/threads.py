@@ -18,8 +18,10 @@ The thread count is ``lz.Config.conv_threads`` (0: ``NUMBA_NUM_THREADS``, else
 governs every batch-split kernel.  Splitting needs ``threadpoolctl`` (to hold BLAS to one
 thread inside the parts); without it ``threads_for`` says 1 and the work runs as one call.
 """
+import collections
 import functools
 import os
+import time
 
 from lezero.core import get_config, register_setting
 from lezero.kernels import workers
@@ -118,3 +120,46 @@ def run_elementwise(kernel, *arrays, min_part=None):
     n = arrays[0].size
     run_split(lambda lo, hi: kernel(*[a[lo:hi] for a in arrays]), n,
               threads_for(n, n, min_part or MIN_PART_ITEMS))
+
+
+class SplitWhenFaster:
+    """Split a memory-bound kernel only while splitting is measured to be faster.
+
+    Whether two threads beat one on a pass over memory depends on the memory's state, and
+    on this VM that state changes for seconds at a time: with the cache warm a split costs
+    more than it saves, in the spells when memory runs several times slower one core
+    cannot draw the bandwidth and a split halves the time (the SGD step of
+    ``benchmarks/bench_mlp_parts.py``: 0.33 ms on one thread, 0.40 split, in a slow spell
+    2.2 and 1.05; docs/performance.md, 2026-12-06).  So each way keeps its last
+    ``window`` timings (seconds per element; their median resists one preempted call),
+    the cheaper way runs, and every ``explore``-th call runs the other, to notice when
+    the state changes.
+    """
+
+    def __init__(self, min_part, explore=16, window=3):
+        self.min_part = min_part
+        self.explore = explore
+        self.timings = {False: collections.deque(maxlen=window),
+                        True: collections.deque(maxlen=window)}     # by "split?"
+        self.calls = 0
+
+    def cost(self, split):
+        """The median seconds per element of the last calls made that way (None if none)."""
+        t = sorted(self.timings[split])
+        return t[len(t) // 2] if t else None
+
+    def run(self, kernel, *arrays):
+        """``kernel(*arrays)`` (1-D arrays of one length), in one call or split."""
+        n = arrays[0].size
+        parts = threads_for(n, n, self.min_part)
+        if parts == 1:
+            return kernel(*arrays)
+        self.calls += 1
+        one, many = self.cost(False), self.cost(True)
+        if one is None or many is None:     # measure each way first
+            split = one is not None
+        else:
+            split = (many < one) != (self.calls % self.explore == 0)
+        start = time.perf_counter()
+        run_split(lambda lo, hi: kernel(*[a[lo:hi] for a in arrays]), n, parts if split else 1)
+        self.timings[split].append((time.perf_counter() - start) / n)

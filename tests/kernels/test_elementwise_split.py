@@ -10,26 +10,17 @@ from lezero.kernels import gelu, relu, threads
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 
 
-def _count_splits(monkeypatch):
-    """A list that records the part count of every ``run_split`` call (which still runs)."""
-    calls = []
-    real = threads.run_split
-    monkeypatch.setattr(threads, "run_split",
-                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
-    return calls
-
-
 @pytest.mark.parametrize("approximate", ["none", "tanh"])
-def test_gelu_split_equals_one_call(monkeypatch, approximate):
+def test_gelu_split_equals_one_call(monkeypatch, split_parts, approximate):
     x = np.random.default_rng(0).standard_normal(100_003).astype(np.float32)
     gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     with lz.using_config("conv_threads", 1):
         one = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
-    calls = _count_splits(monkeypatch)
+    split_parts.clear()
     monkeypatch.setattr(threads, "MIN_PART_ITEMS", 1000)
     with lz.using_config("conv_threads", 3):
         split = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
-    assert calls == [3, 3]
+    assert split_parts == [3, 3]
     for a, b in zip(one, split):
         np.testing.assert_array_equal(a, b)
 
@@ -41,16 +32,16 @@ def test_short_arrays_run_as_one_call(monkeypatch):
     assert calls == [1]
 
 
-def test_relu_split_equals_one_call(monkeypatch):
+def test_relu_split_equals_one_call(monkeypatch, split_parts):
     x = np.random.default_rng(0).standard_normal(100_003).astype(np.float32)
     x[:3] = (np.nan, -0.0, 0.0)
     gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     one = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
-    calls = _count_splits(monkeypatch)
+    split_parts.clear()
     monkeypatch.setattr(relu, "MIN_PART_ITEMS", 1000)
     with lz.using_config("conv_threads", 2):
         split = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
-    assert calls == [2, 2]
+    assert split_parts == [2, 2]
     for a, b in zip(one, split):
         np.testing.assert_array_equal(a, b)
 

@@ -1,0 +1,104 @@
+"""``threads.SplitWhenFaster`` runs a memory-bound kernel split only while the split is
+measured faster, and the optimizers' update (``axpy.axpby_numba``), which uses it, gives
+the same elements either way."""
+import numpy as np
+import pytest
+
+import lezero as lz
+from lezero import kernels
+from lezero.kernels import axpy, threads
+
+pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
+
+
+def _fill(runner, one, split):
+    """Pretend the runner measured ``one`` and ``split`` seconds per element (last)."""
+    for way, seconds in ((False, one), (True, split)):
+        runner.timings[way].clear()
+        runner.timings[way].extend([seconds] * 3)
+
+
+def test_measures_each_way_first_then_runs_the_cheaper(split_parts):
+    runner = threads.SplitWhenFaster(min_part=10, explore=4)
+    x = np.zeros(100, np.float32)
+    with lz.using_config("conv_threads", 2):
+        runner.run(lambda a: None, x)
+        runner.run(lambda a: None, x)
+        assert split_parts == [1, 2]                       # one call, then a split
+        split_parts.clear()
+        for _ in range(8):                           # calls 3 .. 10
+            _fill(runner, one=2e-9, split=1e-9)      # (not what this empty kernel takes)
+            runner.run(lambda a: None, x)
+    # the split is cheaper: it runs, but every 4th call (4 and 8) tries one call
+    assert split_parts == [2, 1, 2, 2, 2, 1, 2, 2]
+
+
+def test_a_state_change_moves_the_choice(split_parts):
+    """Warm cache: one call is cheaper; once its timings get slower than the split's
+    (a slow spell), the split takes over."""
+    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    _fill(runner, one=1e-9, split=2e-9)
+    x = np.zeros(100, np.float32)
+    with lz.using_config("conv_threads", 2):
+        runner.run(lambda a: None, x)
+        runner.timings[False].extend([5e-9, 5e-9])   # the median of the last three moves
+        runner.run(lambda a: None, x)
+    assert split_parts == [1, 2]
+
+
+def test_one_slow_call_does_not_flip_the_choice(split_parts):
+    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    _fill(runner, one=1e-9, split=2e-9)
+    runner.timings[False].append(1.0)                # one preempted call
+    with lz.using_config("conv_threads", 2):
+        runner.run(lambda a: None, np.zeros(100, np.float32))
+    assert split_parts == [1]
+
+
+def test_short_arrays_run_directly_and_are_not_timed(split_parts):
+    runner = threads.SplitWhenFaster(min_part=1000)
+    seen = []
+    with lz.using_config("conv_threads", 2):
+        runner.run(lambda a: seen.append(a.size), np.zeros(100, np.float32))
+    assert seen == [100] and split_parts == [] and runner.calls == 0
+    assert not runner.timings[False] and not runner.timings[True]
+
+
+@pytest.mark.parametrize("split_cheaper", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_axpby_split_or_not_equals_the_reference(monkeypatch, split_parts, split_cheaper,
+                                                 dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(3 * 1000 + 7).astype(dtype)
+    y = rng.standard_normal(x.shape).astype(dtype)
+    runner = threads.SplitWhenFaster(min_part=1000, explore=1000)
+    _fill(runner, one=2e-9 if split_cheaper else 1e-9, split=1e-9 if split_cheaper else 2e-9)
+    monkeypatch.setattr(axpy, "_runner", runner)
+    expected = y.copy()
+    axpy.axpby_ref(expected, 0.9, x, -0.01)
+    got = y.copy()
+    with lz.using_config("conv_threads", 3):
+        axpy.axpby_numba(got, 0.9, x, -0.01)
+    assert split_parts == [3 if split_cheaper else 1]
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_sgd_on_a_large_parameter_matches_torch():
+    """The split update inside an optimizer step: SGD with momentum on a parameter above
+    the split size, against torch.optim.SGD."""
+    torch = pytest.importorskip("torch")
+    from lezero import optim
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(2 * axpy.MIN_PART_ITEMS + 5).astype(np.float32)
+    grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(4)]
+    p = lz.Parameter(w0.copy())
+    opt = optim.SGD([p], lr=0.1, momentum=0.9)
+    tp = torch.tensor(w0.copy(), requires_grad=True)
+    topt = torch.optim.SGD([tp], lr=0.1, momentum=0.9)
+    with lz.using_config("conv_threads", 2):
+        for g in grads:                              # both ways run: measured first
+            p.grad = lz.Variable(g.copy())
+            opt.step()
+            tp.grad = torch.from_numpy(g.copy())
+            topt.step()
+    np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=1e-6, atol=1e-6)
