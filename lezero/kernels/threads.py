@@ -131,9 +131,11 @@ class SplitWhenFaster:
     cannot draw the bandwidth and a split halves the time (the SGD step of
     ``benchmarks/bench_mlp_parts.py``: 0.33 ms on one thread, 0.40 split, in a slow spell
     2.2 and 1.05; docs/performance.md, 2026-12-06).  So each way keeps its last
-    ``window`` timings (seconds per element; their median resists one preempted call),
-    the cheaper way runs, and every ``explore``-th call runs the other, to notice when
-    the state changes.
+    ``window`` timings in seconds per element, the way with the lower minimum runs, and
+    every ``explore``-th call runs the other, to notice when the state changes.  The
+    minimum, because noise only ever adds time: a preempted call or a cold first one
+    (page faults) does not count against its way, while a lasting change of state
+    replaces a way's timings within ``window`` calls of it.
     """
 
     def __init__(self, min_part, explore=16, window=3):
@@ -144,9 +146,9 @@ class SplitWhenFaster:
         self.calls = 0
 
     def cost(self, split):
-        """The median seconds per element of the last calls made that way (None if none)."""
-        t = sorted(self.timings[split])
-        return t[len(t) // 2] if t else None
+        """The least seconds per element of the last calls made that way (None if none)."""
+        t = self.timings[split]
+        return min(t) if t else None
 
     def run(self, kernel, *arrays):
         """``kernel(*arrays)`` (1-D arrays of one length), in one call or split."""

@@ -18,49 +18,39 @@ import numpy as np
 import matplotlib.pyplot as plt
 import lezero as lz
 import lezero.functions as F
-from lezero import optim
+from lezero import nn, optim
 from lezero.kernels.threads import SplitWhenFaster, threads
 # %matplotlib inline
 
+_ = lz.manual_seed(19)
 rng = np.random.default_rng(19)
-SIZES, BATCH = [784, 512, 512, 10], 64
-x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
-t = rng.integers(0, SIZES[-1], BATCH)
-params = []
-for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
-    params += [lz.Parameter(rng.uniform(-1, 1, (n_out, n_in)).astype(np.float32) / n_in ** 0.5),
-               lz.Parameter(np.zeros(n_out, np.float32))]
-opt = optim.SGD(params, lr=0.05)
-
-
-def loss_fn():
-    h = x
-    for i in range(0, len(params), 2):
-        h = F.linear(h, params[i], params[i + 1])
-        if i + 2 < len(params):
-            h = F.relu(h)
-    return F.cross_entropy(h, t)
+model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                      nn.Linear(512, 10))
+opt = optim.SGD(model.parameters(), lr=0.05)
+x = rng.standard_normal((64, 784)).astype(np.float32)
+t = rng.integers(0, 10, 64)
 
 
 def step():
-    loss = loss_fn()
+    loss = F.cross_entropy(model(x), t)
     opt.zero_grad()
     loss.backward()
     opt.step()
 
 
-weights = [p.data for p in params[0::2]]
+# The floor: the same matrix products in NumPy, forward then backward (no gradient for
+# the input x, so the first layer's input product is skipped, as the framework does).
+mats = [m.weight.data for m in model if isinstance(m, nn.Linear)]
 
 
 def gemms_alone():
-    acts = [x]
-    for w in weights:
-        acts.append(acts[-1] @ w.T)
-    g = np.ones_like(acts[-1])
-    for i in reversed(range(len(weights))):
-        g.T @ acts[i]
-        if i:
-            g = g @ weights[i]
+    outs = [x]
+    for w in mats:
+        outs.append(outs[-1] @ w.T)
+    grad = np.ones_like(outs[-1])
+    for layer in range(len(mats) - 1, -1, -1):
+        grad.T @ outs[layer]
+        grad = grad @ mats[layer] if layer else grad
 
 # %% [markdown]
 # ## Naive timing moves with the machine
@@ -99,20 +89,20 @@ plt.show()
 # slow spell slows both sides of that round, and the median of the ratios is the figure.
 
 # %%
-def rounds(fns, n_rounds=12, block=3):
-    for fn in fns:
-        fn()
-    times = [[] for _ in fns]
-    for r in range(n_rounds):
-        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
-            best = float("inf")
-            for _ in range(block):
-                start = time.perf_counter(); fns[i](); best = min(best, time.perf_counter() - start)
-            times[i].append(best)
-    return np.array(times)
+def best_of(fn, block=3):
+    best = float("inf")
+    for _ in range(block):
+        start = time.perf_counter(); fn(); best = min(best, time.perf_counter() - start)
+    return best
 
 
-times = rounds([step, gemms_alone])
+contenders = {"step": step, "GEMMs alone": gemms_alone}
+per_round = {name: [] for name in contenders}
+for r in range(12):
+    names = list(contenders) if r % 2 == 0 else list(contenders)[::-1]   # alternate
+    for name in names:
+        per_round[name].append(best_of(contenders[name]))
+times = np.array([per_round["step"], per_round["GEMMs alone"]])
 ratios = times[0] / times[1]
 print(f"step / GEMMs alone: median {np.median(ratios):.2f}, rounds {ratios.min():.2f}-{ratios.max():.2f}")
 plt.figure(figsize=(7, 3))
@@ -154,9 +144,9 @@ timer.print_report()
 # nothing is recorded for them, so a training step builds one graph, not two.
 
 # %%
-loss = loss_fn()
+loss = F.cross_entropy(model(x), t)
 loss.backward()
-print("the gradient has no creator:", params[0].grad.creator is None)
+print("the gradient has no creator:", model[0].weight.grad.creator is None)
 
 # %% [markdown]
 # The optimizer's update is a pass over memory. Whether splitting it over two threads pays
@@ -166,14 +156,21 @@ print("the gradient has no creator:", params[0].grad.creator is None)
 # chooser on a NumPy add of 2M numbers:
 
 # %%
-runner = SplitWhenFaster(min_part=1 << 18)
+runner = SplitWhenFaster(min_part=1 << 18, explore=8)
 y, g = np.zeros(1 << 21, np.float32), np.ones(1 << 21, np.float32)
-for _ in range(40):
+call_ms, was_split = [], []
+for _ in range(48):
+    before = list(runner.timings[True])
+    start = time.perf_counter()
     runner.run(lambda a, b: np.add(a, b, out=a), y, g)
-one, two = runner.cost(False), runner.cost(True)
-if two is None:
-    print(f"{threads()} thread(s) for kernels here: every call runs whole")
-else:
-    print(f"one call {one * 1e9:.2f} ns per element, split {two * 1e9:.2f} ns: "
-          f"it runs {'split' if two < one else 'as one call'}")
-print("every element updated 40 times:", bool((y == 40).all()))
+    call_ms.append((time.perf_counter() - start) * 1e3)
+    was_split.append(list(runner.timings[True]) != before)     # its split timings moved
+print(f"{threads()} thread(s) for kernels; {sum(was_split)} of 48 calls ran split; "
+      f"every element updated 48 times: {bool((y == 48).all())}")
+calls = np.arange(48)
+plt.figure(figsize=(7, 3))
+plt.plot(calls[~np.array(was_split)], np.array(call_ms)[~np.array(was_split)], "o", label="one call")
+plt.plot(calls[np.array(was_split)], np.array(call_ms)[np.array(was_split)], "s", label="split")
+plt.yscale("log")     # the first calls are cold (page faults, worker threads starting)
+plt.xlabel("call"); plt.ylabel("ms (log scale)"); plt.legend(); plt.title("add of 2M numbers")
+plt.show()

@@ -34,22 +34,34 @@ def test_measures_each_way_first_then_runs_the_cheaper(split_parts):
 
 
 def test_a_state_change_moves_the_choice(split_parts):
-    """Warm cache: one call is cheaper; once its timings get slower than the split's
-    (a slow spell), the split takes over."""
+    """Warm cache: one call is cheaper; once its last timings are all slower than the
+    split's (a slow spell), the split takes over."""
     runner = threads.SplitWhenFaster(min_part=10, explore=1000)
     _fill(runner, one=1e-9, split=2e-9)
     x = np.zeros(100, np.float32)
     with lz.using_config("conv_threads", 2):
         runner.run(lambda a: None, x)
-        runner.timings[False].extend([5e-9, 5e-9])   # the median of the last three moves
+        runner.timings[False].extend([5e-9, 5e-9, 5e-9])   # the whole window moved
         runner.run(lambda a: None, x)
     assert split_parts == [1, 2]
+
+
+def test_a_cold_first_call_does_not_hold_back_its_way(split_parts):
+    """The first call of each way pays page faults; one later call of that way at its
+    real speed is enough to bring it back."""
+    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    runner.timings[False].extend([1e-6, 1e-9])       # cold first call, then a warm one
+    runner.timings[True].append(2e-9)
+    with lz.using_config("conv_threads", 2):
+        runner.run(lambda a: None, np.zeros(100, np.float32))
+    assert split_parts == [1]
 
 
 def test_one_slow_call_does_not_flip_the_choice(split_parts):
     runner = threads.SplitWhenFaster(min_part=10, explore=1000)
     _fill(runner, one=1e-9, split=2e-9)
     runner.timings[False].append(1.0)                # one preempted call
+    runner.timings[False].append(1.0)                # and another
     with lz.using_config("conv_threads", 2):
         runner.run(lambda a: None, np.zeros(100, np.float32))
     assert split_parts == [1]
