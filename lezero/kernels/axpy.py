@@ -13,14 +13,14 @@ leaves ``fastmath`` off), so the kernel and ``axpby_ref`` agree bit for bit.
 ``axpby_`` runs the kernel where ``fits`` says so (C-contiguous float32/float64 NumPy
 arrays of one shape and dtype) and the reference (also the CuPy path) otherwise.
 
-Large updates are cut over threads (``threads.run_elementwise``, parts of at least
-``MIN_PART_ITEMS``).  On a warm cache a split costs more than it saves (a 1M-element
-update: 142 us in one call, 227 cut in two, 2026-12-05), but this VM spends long spells
-in a state where memory runs several times slower and one core cannot draw the
-bandwidth: the MLP benchmark's SGD step (1.8M float32 parameters) then took 2.2 ms on
-one thread, 1.05 ms split and 1.67 ms in PyTorch, against 0.33, 0.40 and 0.45 ms in the
-fast state (``benchmarks/bench_mlp_parts.py``, 2026-12-06).  Those spells covered about
-half of the runs that day, so the split pays on average.
+Large updates (at least two parts of ``MIN_PART_ITEMS``) may be cut over two threads:
+``threads.SplitWhenFaster`` runs them in one call or split, whichever its recent timings
+say is faster.  On a warm cache a split costs more than it saves (a 1M-element update:
+142 us in one call, 227 cut in two, 2026-12-05), but this VM spends spells of seconds in
+a state where memory runs several times slower and one core cannot draw the bandwidth:
+the MLP benchmark's SGD update then took 2.2 ms on one thread and 1.05 ms split, against
+0.33 and 0.40 ms in the fast state (docs/performance.md, change 22, 2026-12-06).
+``lz.Config.split_when_faster`` (default True) turns the split off.
 """
 import numpy as np
 

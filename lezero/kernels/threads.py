@@ -29,6 +29,7 @@ from lezero.kernels.blas import held_to_one_thread
 from lezero.kernels.conv_launch import serial_kernels, serial_only
 
 register_setting("conv_threads", 0)
+register_setting("split_when_faster", True)     # False: SplitWhenFaster runs one call
 
 _blas = {"controller": None}
 
@@ -135,7 +136,8 @@ class SplitWhenFaster:
     every ``explore``-th call runs the other, to notice when the state changes.  The
     minimum, because noise only ever adds time: a preempted call or a cold first one
     (page faults) does not count against its way, while a lasting change of state
-    replaces a way's timings within ``window`` calls of it.
+    replaces a way's timings within ``window`` calls of it.  ``lz.Config.split_when_faster
+    = False`` makes every call one call.
     """
 
     def __init__(self, min_part, explore=16, window=3):
@@ -154,7 +156,7 @@ class SplitWhenFaster:
         """``kernel(*arrays)`` (1-D arrays of one length), in one call or split."""
         n = arrays[0].size
         parts = threads_for(n, n, self.min_part)
-        if parts == 1:
+        if parts == 1 or not get_config().split_when_faster:
             return kernel(*arrays)
         self.calls += 1
         one, many = self.cost(False), self.cost(True)

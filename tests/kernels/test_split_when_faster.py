@@ -114,3 +114,14 @@ def test_sgd_on_a_large_parameter_matches_torch():
             tp.grad = torch.from_numpy(g.copy())
             topt.step()
     np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_split_when_faster_setting_turns_it_off(monkeypatch, split_parts):
+    runner = threads.SplitWhenFaster(min_part=1000, explore=1000)
+    _fill(runner, one=2e-9, split=1e-9)              # the split would win
+    monkeypatch.setattr(axpy, "_runner", runner)
+    y, x = np.zeros(4000, np.float32), np.ones(4000, np.float32)
+    with lz.using_config("conv_threads", 2), lz.using_config("split_when_faster", False):
+        axpy.axpby_numba(y, 1.0, x, 0.5)
+    assert split_parts == [] and runner.calls == 0
+    np.testing.assert_array_equal(y, np.full(4000, 0.5, np.float32))

@@ -14,6 +14,7 @@ from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, sum_to_array, swapaxes, transpose
 from lezero.kernels.blas import matmul as blas_matmul
+from lezero.kernels.gemm_pair import matmul_pair
 from lezero.utils.checks import check_array, check_axis, check_float_array
 
 __all__ = ["matmul", "dot", "tensordot", "outer", "linear", "bilinear"]
@@ -210,12 +211,18 @@ class Linear(Function):
 
     def _array_backward(self, gy):
         """The first-order gradients as arrays: the same products and sum as above, minus
-        the three Functions that would record them (~10 us each, per layer and step)."""
+        the three Functions that would record them (~10 us each, per layer and step).
+        The two products are independent: large ones run at once (``gemm_pair``)."""
         x, weight = self.inputs[0].data, self.inputs[1].data
         needs = self.needs_input_grad
         g = gy.reshape(-1, gy.shape[-1])
-        gx = blas_matmul(g, weight).reshape(x.shape) if needs[0] else None
-        gw = blas_matmul(g.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
+        xs = x.reshape(-1, x.shape[-1])
+        if needs[0] and needs[1]:
+            gx, gw = matmul_pair(g, weight, g.T, xs)
+            gx = gx.reshape(x.shape)
+        else:
+            gx = blas_matmul(g, weight).reshape(x.shape) if needs[0] else None
+            gw = blas_matmul(g.T, xs) if needs[1] else None
         if len(needs) == 2:
             return gx, gw
         return gx, gw, (sum_to_array(gy, (weight.shape[0],)) if needs[2] else None)
