@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.kernels import (adam, axpy, conv_direct, gelu, im2col, layernorm, lstm,
+from lezero.kernels import (adam, axpy, bias, conv_direct, gelu, im2col, layernorm, lstm,
                             numba_available, pooling, relu, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 F32, F64 = np.float32, np.float64
-MODULES = (adam, axpy, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu, scatter,
-           softmax, winograd)
+MODULES = (adam, axpy, bias, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu,
+           scatter, softmax, winograd)
 
 
 @dataclasses.dataclass
@@ -121,6 +121,15 @@ def _axpby(shape, dtype, rng):
     size, b, a = shape
     return (rng.standard_normal(size).astype(dtype), b,
             rng.standard_normal(size).astype(dtype), a)
+
+
+def _add_bias(shape, dtype, rng):
+    return (rng.standard_normal(shape).astype(dtype),
+            rng.standard_normal(shape[1]).astype(dtype))
+
+
+def _bias_grad(shape, dtype, rng):
+    return (rng.standard_normal(shape).astype(dtype),)
 
 
 def _softmax(shape, dtype, rng):
@@ -266,6 +275,13 @@ ROWS = {
                  _returns(axpy.axpby_, 0), _axpby,
                  (((1000, 3), 1.0, -0.01), ((7,), 0.9, 1.0), ((), 0.9, 0.7),
                   ((30, 20), 0.5, 1e-3)), {F32: (0, 0), F64: (0, 0)}),
+    # a linear layer's bias and its gradient: bit for bit, as NumPy's sum over axis 0
+    "add_bias": Row(_returns(bias.add_bias_numba, 0), _returns(bias.add_bias_ref, 0),
+                    _returns(bias.add_bias_, 0), _add_bias, ((1, 1), (7, 3), (100, 1000)),
+                    {F32: (0, 0), F64: (0, 0)}),
+    "bias_grad": Row(bias.bias_grad_numba, bias.bias_grad_ref, bias.bias_grad, _bias_grad,
+                     ((1, 1), (7, 3), (100, 1000), (1024, 384), (0, 5)),
+                     {F32: (0, 0), F64: (0, 0)}),
     "masked_softmax": Row(softmax.masked_softmax_numba, softmax.masked_softmax_ref,
                           softmax.masked_softmax, _softmax, SCORES, FLOAT32_ONLY),
     "softmax_grad": Row(softmax.softmax_grad_numba, softmax.softmax_grad_ref,

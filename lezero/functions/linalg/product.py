@@ -12,7 +12,8 @@ from lezero.functions.common import inverse_permutation, xp_of
 from lezero.functions.linalg.contraction import einsum
 from lezero.functions.math import add, mul
 from lezero.functions.registry import register
-from lezero.functions.shape import reshape, sum_to, sum_to_array, swapaxes, transpose
+from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
+from lezero.kernels.bias import add_bias_, bias_grad
 from lezero.kernels.blas import matmul as blas_matmul
 from lezero.kernels.gemm_pair import matmul_pair
 from lezero.utils.checks import check_array, check_axis, check_float_array
@@ -194,7 +195,7 @@ class Linear(Function):
         # weight.T is a view, which BLAS reads as a transposed operand without a copy.
         y = blas_matmul(x.reshape(-1, x.shape[-1]), weight.T)   # small: one BLAS thread
         if bias is not None:
-            y += bias
+            add_bias_(y, bias)          # one Numba pass over the rows (kernels/bias.py)
         return y.reshape(x.shape[:-1] + (weight.shape[0],))
 
     def backward(self, gy):
@@ -225,7 +226,7 @@ class Linear(Function):
             gw = blas_matmul(g.T, xs) if needs[1] else None
         if len(needs) == 2:
             return gx, gw
-        return gx, gw, (sum_to_array(gy, (weight.shape[0],)) if needs[2] else None)
+        return gx, gw, (bias_grad(g) if needs[2] else None)
 
 
 @register("linalg")
