@@ -5,9 +5,9 @@ weight's), and neither waits for the other.  Run one after the other, each sprea
 OpenBLAS's two threads; run at once (``threads.run_parts``: one on this thread, one on a
 worker, BLAS held to one thread in each), each keeps its own core and its own cache.  On
 the MLP benchmark's second layer (100x1000 by 1000x1000, both products) that took 2.49-2.52
-ms against 2.62-2.65, and the whole MLP step went from 0.98-0.99 of PyTorch's time to
-0.96-0.97; in the VM's slow-memory spells, from 1.10-1.14 to 0.98-1.01
-(docs/performance.md, 2026-12-06).
+ms against 2.62-2.65, and the whole MLP step went from 0.97-1.00 of PyTorch's time to
+0.94-0.98; in the VM's slow-memory spells, from 1.10-1.14 to 0.98-1.01
+(docs/performance.md, change 23, 2026-12-06).
 
 Only products that are not small (``blas.is_small``: those already run on one thread, and
 a worker's wake-up costs more than they take) and only NumPy arrays go to two threads.

@@ -119,8 +119,12 @@ def run_elementwise(kernel, *arrays, min_part=None):
     once on several threads when each range gets at least ``min_part`` elements (default
     ``MIN_PART_ITEMS``; the kernel must release the GIL)."""
     n = arrays[0].size
-    run_split(lambda lo, hi: kernel(*[a[lo:hi] for a in arrays]), n,
-              threads_for(n, n, min_part or MIN_PART_ITEMS))
+    run_split(_on_range(kernel, arrays), n, threads_for(n, n, min_part or MIN_PART_ITEMS))
+
+
+def _on_range(kernel, arrays):
+    """``fn(lo, hi)``: ``kernel`` on the elements lo..hi of each 1-D array."""
+    return lambda lo, hi: kernel(*[a[lo:hi] for a in arrays])
 
 
 class SplitWhenFaster:
@@ -129,9 +133,9 @@ class SplitWhenFaster:
     Whether two threads beat one on a pass over memory depends on the memory's state, and
     on this VM that state changes for seconds at a time: with the cache warm a split costs
     more than it saves, in the spells when memory runs several times slower one core
-    cannot draw the bandwidth and a split halves the time (the SGD step of
-    ``benchmarks/bench_mlp_parts.py``: 0.33 ms on one thread, 0.40 split, in a slow spell
-    2.2 and 1.05; docs/performance.md, 2026-12-06).  So each way keeps its last
+    cannot draw the bandwidth and a split halves the time (the MLP benchmark's SGD
+    update: 0.33 ms on one thread, 0.40 split, in a slow spell 2.2 and 1.05;
+    docs/performance.md, change 22, 2026-12-06).  So each way keeps its last
     ``window`` timings in seconds per element, the way with the lower minimum runs, and
     every ``explore``-th call runs the other, to notice when the state changes.  The
     minimum, because noise only ever adds time: a preempted call or a cold first one
@@ -165,5 +169,5 @@ class SplitWhenFaster:
         else:
             split = (many < one) != (self.calls % self.explore == 0)
         start = time.perf_counter()
-        run_split(lambda lo, hi: kernel(*[a[lo:hi] for a in arrays]), n, parts if split else 1)
+        run_split(_on_range(kernel, arrays), n, parts if split else 1)
         self.timings[split].append((time.perf_counter() - start) / n)
