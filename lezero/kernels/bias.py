@@ -73,7 +73,11 @@ def bias_grad_numba(g):
 
 def add_bias_(y, b):
     """Add ``b`` to every row of the 2-D ``y`` in place: the kernel where it ``fits``."""
-    (add_bias_numba if y.ndim == 2 and b.ndim == 1 and fits(y, b) else add_bias_ref)(y, b)
+    if y.ndim != 2 or b.shape != (y.shape[1],):
+        # checked here: the kernel reads b[j] for every column without bounds checks
+        raise ValueError(f"add_bias_: y must be 2-D and b of shape (columns,); got y "
+                         f"{tuple(y.shape)} and b {tuple(b.shape)}")
+    (add_bias_numba if fits(y, b) else add_bias_ref)(y, b)
 
 
 def bias_grad(g):

@@ -145,8 +145,10 @@ class SplitWhenFaster:
     """
 
     def __init__(self, min_part, explore=16, window=3):
-        self.min_part = min_part
-        self.explore = explore
+        from lezero.utils.checks import check_int      # lezero.utils imports the kernels
+        self.min_part = check_int("SplitWhenFaster", "min_part", min_part, low=1)
+        self.explore = check_int("SplitWhenFaster", "explore", explore, low=2)
+        window = check_int("SplitWhenFaster", "window", window, low=1)
         self.timings = {False: collections.deque(maxlen=window),
                         True: collections.deque(maxlen=window)}     # by "split?"
         self.calls = 0

@@ -35,3 +35,11 @@ def test_one_column_goes_to_numpy_which_sums_it_pairwise():
     g = np.array([[1e8], [1.0], [-1e8], [1.0]] * 50, np.float32)
     np.testing.assert_array_equal(bias.bias_grad(g), g.sum(axis=0))
     assert bias.bias_grad_numba(g)[0] != g.sum(axis=0)[0]     # why: the orders differ
+
+
+@pytest.mark.parametrize("y_shape, b_shape", [((4, 3), (2,)), ((4, 3), (4,)), ((3,), (3,)),
+                                              ((4, 3), (1, 3))])
+def test_a_bias_that_does_not_fit_the_rows_is_refused(y_shape, b_shape):
+    y, b = np.zeros(y_shape, np.float32), np.ones(b_shape, np.float32)
+    with pytest.raises(ValueError, match=r"add_bias_: .*got y \S+.* and b "):
+        bias.add_bias_(y, b)

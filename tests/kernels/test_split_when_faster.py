@@ -125,3 +125,12 @@ def test_the_split_when_faster_setting_turns_it_off(monkeypatch, split_parts):
         axpy.axpby_numba(y, 1.0, x, 0.5)
     assert split_parts == [] and runner.calls == 0
     np.testing.assert_array_equal(y, np.full(4000, 0.5, np.float32))
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(min_part=0), "min_part"),
+                                          (dict(min_part=10, explore=1), "explore"),
+                                          (dict(min_part=10, window=0), "window"),
+                                          (dict(min_part=2.5), "min_part")])
+def test_bad_arguments_are_named(kwargs, name):
+    with pytest.raises((ValueError, TypeError), match=f"SplitWhenFaster.*{name}"):
+        threads.SplitWhenFaster(**kwargs)
