@@ -33,8 +33,18 @@ def _fast(a):
     return isinstance(a, np.ndarray) and a.size >= _MIN_SIZE and kernels.enabled(a)
 
 
+def _check_dtype(op, a, dtype):
+    """TypeError unless ``a`` is an array of ``dtype``: the kernels read ``a``'s bytes as
+    that dtype's bit patterns, one per element (a float16 array read as float32 bits has
+    half as many words as the loop reads)."""
+    if getattr(a, "dtype", None) != dtype:
+        raise TypeError(f"{op}: a must be a {np.dtype(dtype).name} array, got "
+                        f"{getattr(a, 'dtype', type(a).__name__)}")
+
+
 def float32_to_float16(a):
     """``a.astype(np.float16)`` for a float32 NumPy array."""
+    _check_dtype("float32_to_float16", a, np.float32)
     if not _fast(a):
         with np.errstate(over="ignore", invalid="ignore"):
             return a.astype(np.float16)
@@ -46,6 +56,7 @@ def float32_to_float16(a):
 
 def float16_to_float32(a):
     """``a.astype(np.float32)`` for a float16 NumPy array."""
+    _check_dtype("float16_to_float32", a, np.float16)
     if not _fast(a):
         return a.astype(np.float32)
     bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)

@@ -19,6 +19,7 @@ class Checkpoint(Function):
 
     def forward(self, *xs):
         outs, self._outputs = self._outputs, None      # computed already; keep no copy
+        self.block.metas = [(o.shape, o.dtype) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def backward(self, *gys):
@@ -62,7 +63,7 @@ class Block:
                             if hasattr(h, "for_recompute"))
         self.rng = RngState() if preserve_rng_state else None
         self.modules = modules_of(fn, args, kwargs)
-        self.kept, self.positions = [], []
+        self.kept, self.positions, self.metas = [], [], []
 
     def backward(self, inputs, gys):
         create = get_config().enable_backprop
@@ -86,6 +87,7 @@ class Block:
         finally:
             restore_buffers(buffers)
         flat = flatten(out, [])
+        self._check_recomputed(flat)
         ys = [subst.mapping.get(id(flat[i]), flat[i]) for i in self.positions]
         pairs = [(y, g) for y, g in zip(ys, gys) if y.requires_grad]
         if not pairs:
@@ -95,6 +97,17 @@ class Block:
         if create:
             _relink(stand_ins, inputs)
         return grads
+
+    def _check_recomputed(self, flat):
+        """RuntimeError unless the recomputation returned what the forward did: a Variable
+        of the same shape and dtype at each differentiable position (the gradients that
+        arrive were made for those, and the operators' backward kernels rely on it)."""
+        got = [(flat[i].shape, flat[i].dtype) if i < len(flat) and isinstance(flat[i], Variable)
+               else None for i in self.positions]
+        if got != self.metas:
+            raise RuntimeError(f"checkpoint: the recomputation returned {got} where the "
+                               f"forward returned {self.metas} (shape, dtype); a "
+                               "checkpointed block must compute the same outputs each time")
 
 
 def flatten(out, acc):

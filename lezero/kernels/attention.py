@@ -26,7 +26,7 @@ what the kernels are tested against).
 """
 import numpy as np
 
-from lezero.kernels import enabled, jit
+from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.blas import is_small
 from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from lezero.kernels.threads import run_parts, split, threads_for
@@ -121,7 +121,7 @@ def _rows_ok(a):
     """float32, rows contiguous, batch and row strides non-negative whole elements."""
     s = a.strides
     return s[-1] == 4 and s[-2] >= 4 * a.shape[-1] and all(x >= 0 and x % 4 == 0
-                                                           for x in s[:-2])
+                                                           for x in s[:-1])
 
 
 def takes(q, k, v):
@@ -133,6 +133,26 @@ def takes(q, k, v):
             and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
             and min(q.size, k.size, v.size) > 0 and all(_rows_ok(a) for a in arrays)
             and enabled(*arrays) and sgemm() is not None)
+
+
+def check_operands(op, q, k, v):
+    """What the kernels rely on, checked: float32 NumPy operands of 3 or 4 dims with one
+    batch shape, q (..., L, E), k (..., S, E), v (..., S, Ev), none empty, rows contiguous
+    (the products read them through raw pointers and row strides)."""
+    argcheck.arrays(op, q=q, k=k, v=v)
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        argcheck.dtype_is(op, name, a, np.float32)
+        argcheck.ndim_is(op, name, a, 3, 4)
+    if not (q.ndim == k.ndim == v.ndim and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and k.shape[-1] == q.shape[-1] and v.shape[-2] == k.shape[-2]
+            and min(q.size, k.size, v.size) > 0):
+        raise ValueError(f"{op}: q, k and v must be non-empty (..., L, E), (..., S, E) and "
+                         f"(..., S, Ev) with one batch shape, got {q.shape}, {k.shape} and "
+                         f"{v.shape}")
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if not _rows_ok(a):
+            raise ValueError(f"{op}: {name} must have contiguous rows and non-negative "
+                             f"batch strides, got strides {a.strides}")
 
 
 def small_heads(q, k, v):
@@ -193,6 +213,7 @@ def _run(kernel, heads, flops, scratch_shape, *args):
 def attention_forward(q, k, v, scale, causal):
     """(O, P) by the kernels (operands that ``takes`` accepts); O is heads-last in memory,
     P (heads, L, S) is what ``attention_backward`` reads."""
+    check_operands("attention_forward", q, k, v)
     heads = int(np.prod(q.shape[:-2]))
     length, keys, depth, ev = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     out = _heads_last(q.shape[:-1] + (ev,))
@@ -209,10 +230,17 @@ def attention_forward(q, k, v, scale, causal):
 
 def attention_backward(q, k, v, p, do, scale):
     """(dQ, dK, dV), heads-last in memory, from ``attention_forward``'s P."""
+    op = "attention_backward"
+    check_operands(op, q, k, v)
+    argcheck.arrays(op, p=p, do=do)
+    depth, ev = q.shape[-1], v.shape[-1]
+    heads, length, keys = int(np.prod(q.shape[:-2])), q.shape[-2], k.shape[-2]
+    argcheck.shape_is(op, "p", p, (heads, length, keys))
+    argcheck.dtype_is(op, "p", p, np.float32)
+    argcheck.c_contiguous(op, "p", p)        # read through its address, rows of S
+    argcheck.shape_is(op, "do", do, q.shape[:-1] + (ev,))
     if not (do.dtype == np.float32 and _rows_ok(do)):
         do = np.ascontiguousarray(do, dtype=np.float32)
-    heads, length, keys = p.shape
-    depth, ev = q.shape[-1], v.shape[-1]
     grads = _heads_last_together([a.shape for a in (q, k, v)])
     b2 = q.shape[1] if q.ndim == 4 else 1
 

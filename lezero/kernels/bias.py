@@ -18,7 +18,7 @@ C-contiguous float32/float64 NumPy arrays of one dtype (``fits``); the reference
 """
 import numpy as np
 
-from lezero.kernels import enabled, jit
+from lezero.kernels import argcheck, enabled, jit
 
 __all__ = ["add_bias_", "add_bias_ref", "add_bias_numba", "bias_grad", "bias_grad_ref",
            "bias_grad_numba", "fits"]
@@ -59,13 +59,30 @@ def fits(*arrays):
             and all(a.dtype == first.dtype and a.flags.c_contiguous for a in arrays))
 
 
+def _check_add_bias(op, y, b):
+    """The kernel reads ``b[j]`` for every column of ``y`` without bounds checks."""
+    if y.ndim != 2 or b.shape != (y.shape[1],):
+        raise ValueError(f"{op}: y must be 2-D and b of shape (columns,); got y "
+                         f"{tuple(y.shape)} and b {tuple(b.shape)}")
+
+
 def add_bias_numba(y, b):
     """``add_bias_ref`` as one Numba pass (arrays that ``fits`` takes)."""
+    argcheck.arrays("add_bias_numba", y=y, b=b)
+    argcheck.floats("add_bias_numba", "y", y)
+    _check_add_bias("add_bias_numba", y, b)
     _add_rows(y, b)
 
 
 def bias_grad_numba(g):
-    """``bias_grad_ref`` as one Numba pass (an array that ``fits`` takes)."""
+    """``bias_grad_ref`` as one Numba pass (a 2-D array that ``fits`` takes)."""
+    argcheck.arrays("bias_grad_numba", g=g)
+    argcheck.floats("bias_grad_numba", "g", g)
+    argcheck.ndim_is("bias_grad_numba", "g", g, 2)
+    return _bias_grad(g)
+
+
+def _bias_grad(g):
     out = np.empty(g.shape[1], g.dtype)
     _column_sums(g, out)
     return out
@@ -73,14 +90,14 @@ def bias_grad_numba(g):
 
 def add_bias_(y, b):
     """Add ``b`` to every row of the 2-D ``y`` in place: the kernel where it ``fits``."""
-    if y.ndim != 2 or b.shape != (y.shape[1],):
-        # checked here: the kernel reads b[j] for every column without bounds checks
-        raise ValueError(f"add_bias_: y must be 2-D and b of shape (columns,); got y "
-                         f"{tuple(y.shape)} and b {tuple(b.shape)}")
-    (add_bias_numba if fits(y, b) else add_bias_ref)(y, b)
+    _check_add_bias("add_bias_", y, b)
+    if fits(y, b):
+        _add_rows(y, b)
+    else:
+        add_bias_ref(y, b)
 
 
 def bias_grad(g):
     """The column sums of the 2-D ``g``: the kernel where it ``fits``, else NumPy's sum."""
-    return (bias_grad_numba if g.ndim == 2 and g.shape[1] > 1 and fits(g)
+    return (_bias_grad if g.ndim == 2 and g.shape[1] > 1 and fits(g)
             else bias_grad_ref)(g)

@@ -24,7 +24,7 @@ channel-major (``o * N + n``); the serial ``*_planes`` functions release the GIL
 """
 import numpy as np
 
-from lezero.kernels import jit, prange
+from lezero.kernels import argcheck, jit, prange
 from lezero.kernels.conv_launch import launch
 from lezero.kernels.im2col import _valid_range, _valid_range_nb, use_kernel
 
@@ -218,10 +218,13 @@ def grad_weight_nb(x, gy, gw, geo, groups):
 
 # ----- wide rows (stride 1, dilation 1, no padding) ---------------------------------------
 
-def wide(geo):
-    """Whether the wide-row kernels apply: stride 1, dilation 1, no padding."""
+def wide(geo, in_hw, out_hw):
+    """Whether the wide-row kernels apply: stride 1, dilation 1, no padding, and the
+    output of the valid size ``in - k + 1`` (an even kernel's "same" padding pads only
+    the high side: its rows run past the input, so it takes the general kernels)."""
     kh, kw, sh, sw, ph, pw, dh, dw = geo
-    return sh == sw == dh == dw == 1 and ph == pw == 0
+    return (sh == sw == dh == dw == 1 and ph == pw == 0 and out_hw[0] == in_hw[0] - kh + 1
+            and out_hw[1] == in_hw[1] - kw + 1)
 
 
 def widen(gy, width):
@@ -376,34 +379,62 @@ def grad_weight_wide_nb(x, gyw, gw, groups):
         grad_weight_wide_planes(x, gyw, gw, groups, p, p + 1)
 
 
+def check_direct(op, x, w, y, geo, groups):
+    """Check one product's arrays in their roles -- input ``x`` (N, C, H, W), weight ``w``
+    (O, C / groups, kh, kw), output ``y`` (N, O, Ho, Wo), whichever of them is the result
+    -- against the geometry, before a kernel indexes them unchecked.  Returns ``geo`` as a
+    tuple of ints."""
+    argcheck.arrays(op, x=x, w=w, y=y)
+    if not (x.ndim == w.ndim == y.ndim == 4 and x.dtype.kind == "f"
+            and x.dtype == w.dtype == y.dtype):          # one test for the common case
+        for name, a in (("x", x), ("w", w), ("y", y)):
+            argcheck.ndim_is(op, name, a, 4)
+            argcheck.floats(op, name, a)
+            argcheck.dtype_is(op, name, a, x.dtype)
+    (groups,) = argcheck.ints(op, "groups", (groups,), 1, low=1)
+    geo = argcheck.ints(op, "geo", geo, 8)
+    n, c, o = x.shape[0], x.shape[1], w.shape[0]
+    if o % groups or c != w.shape[1] * groups or y.shape[:2] != (n, o) \
+            or w.shape[2:] != geo[:2]:
+        raise ValueError(f"{op}: shapes do not agree: input {x.shape}, weight {w.shape} "
+                         f"and output {y.shape} with groups={groups} and kernel {geo[:2]} "
+                         "(expected input (N, C, H, W), weight (O, C / groups, kh, kw), "
+                         "output (N, O, Ho, Wo), O divisible by groups)")
+    argcheck.windows(op, x.shape[2:], y.shape[2:], geo[:2], geo[2:4], geo[4:6], geo[6:8])
+    return geo
+
+
 def direct_forward_numba(x, w, y, geo, groups):
+    geo = check_direct("direct_forward_numba", x, w, y, geo, groups)
     work, planes = y.size * w.shape[1] * geo[0] * geo[1], w.shape[0] * x.shape[0]
-    if wide(geo):
+    if wide(geo, x.shape[2:], y.shape[2:]):
         step = pair_step(w.shape[0], groups)
         launch(forward_wide_nb, forward_wide_planes, work, planes // step,
                np.ascontiguousarray(x), w, y, groups, step)
     else:
-        launch(forward_nb, forward_planes, work, planes, x, w, y, tuple(geo), groups)
+        launch(forward_nb, forward_planes, work, planes, x, w, y, geo, groups)
     return y
 
 
 def direct_grad_input_numba(gy, w, gx, geo, groups):
+    geo = check_direct("direct_grad_input_numba", gx, w, gy, geo, groups)
     work, planes = gy.size * w.shape[1] * geo[0] * geo[1], gx.shape[1] * gy.shape[0]
-    if wide(geo):
+    if wide(geo, gx.shape[2:], gy.shape[2:]):
         launch(grad_input_wide_nb, grad_input_wide_planes, work, planes,
                widen(gy, gx.shape[3]), w, gx, groups)
     else:
-        launch(grad_input_nb, grad_input_planes, work, planes, gy, w, gx, tuple(geo), groups)
+        launch(grad_input_nb, grad_input_planes, work, planes, gy, w, gx, geo, groups)
     return gx
 
 
 def direct_grad_weight_numba(x, gy, gw, geo, groups):
+    geo = check_direct("direct_grad_weight_numba", x, gw, gy, geo, groups)
     work, planes = gy.size * gw.shape[1] * geo[0] * geo[1], gw.shape[0] * gw.shape[1]
-    if wide(geo):
+    if wide(geo, x.shape[2:], gy.shape[2:]):
         launch(grad_weight_wide_nb, grad_weight_wide_planes, work, planes,
                np.ascontiguousarray(x), widen(gy, x.shape[3]), gw, groups)
     else:
-        launch(grad_weight_nb, grad_weight_planes, work, planes, x, gy, gw, tuple(geo), groups)
+        launch(grad_weight_nb, grad_weight_planes, work, planes, x, gy, gw, geo, groups)
     return gw
 
 

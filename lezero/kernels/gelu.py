@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from lezero.kernels import enabled, jit
+from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.fastexp import FAST, exp32
 from lezero.kernels.threads import run_elementwise
 
@@ -153,8 +153,23 @@ def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
+APPROXIMATIONS = ("none", "tanh")
+
+
+def _check_approximate(op, approximate):
+    if approximate not in APPROXIMATIONS:
+        raise ValueError(f"{op}: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
 def gelu_numba(x, approximate="none"):
     """GELU of a float32 NumPy array (any shape): x * Phi(x), or the tanh form."""
+    argcheck.arrays("gelu_numba", x=x)
+    argcheck.dtype_is("gelu_numba", "x", x, np.float32)
+    _check_approximate("gelu_numba", approximate)
+    return _gelu(x, approximate)
+
+
+def _gelu(x, approximate):
     out = np.empty(x.shape, np.float32)
     run_elementwise(_forward_tanh if approximate == "tanh" else _forward, _flat(x),
                     out.reshape(-1))
@@ -162,7 +177,17 @@ def gelu_numba(x, approximate="none"):
 
 
 def gelu_grad_numba(x, gy, approximate="none"):
-    """gy * gelu'(x) for float32 NumPy arrays of one shape."""
+    """gy * gelu'(x) for float32 NumPy arrays of one shape (the kernel reads ``gy[i]``
+    for every element of ``x``)."""
+    argcheck.arrays("gelu_grad_numba", x=x, gy=gy)
+    argcheck.dtype_is("gelu_grad_numba", "x", x, np.float32)
+    argcheck.dtype_is("gelu_grad_numba", "gy", gy, np.float32)
+    argcheck.same_shape("gelu_grad_numba", "x", x, "gy", gy)
+    _check_approximate("gelu_grad_numba", approximate)
+    return _gelu_grad(x, gy, approximate)
+
+
+def _gelu_grad(x, gy, approximate):
     out = np.empty(x.shape, np.float32)
     kernel = _backward_tanh if approximate == "tanh" else _backward
     run_elementwise(kernel, _flat(x), _flat(gy), out.reshape(-1))
@@ -177,11 +202,15 @@ def _use_kernel(*arrays):
 
 def gelu(x, approximate="none"):
     """GELU of a raw array: the kernel for float32 NumPy arrays, else the reference."""
-    return gelu_numba(x, approximate) if _use_kernel(x) else gelu_ref(x, approximate)
+    _check_approximate("gelu", approximate)
+    return _gelu(x, approximate) if _use_kernel(x) else gelu_ref(x, approximate)
 
 
 def gelu_grad(x, gy, approximate="none"):
-    """gy * gelu'(x): the kernel for float32 NumPy arrays, else the reference."""
+    """gy * gelu'(x): the kernel for float32 NumPy arrays, else the reference; ``x`` and
+    ``gy`` must have one shape on either path."""
+    argcheck.same_shape("gelu_grad", "x", x, "gy", gy)
+    _check_approximate("gelu_grad", approximate)
     if _use_kernel(x, gy):
-        return gelu_grad_numba(x, gy, approximate)
+        return _gelu_grad(x, gy, approximate)
     return gelu_grad_ref(x, gy, approximate)

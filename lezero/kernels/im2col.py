@@ -21,7 +21,7 @@ import itertools
 
 import numpy as np
 
-from lezero.kernels import enabled, jit, numba_available, prange, uint64
+from lezero.kernels import argcheck, enabled, jit, numba_available, prange, uint64
 from lezero.kernels.conv_launch import launch
 
 
@@ -206,17 +206,35 @@ def col2im_nb(col, x, geo):
         col2im_planes(col, x, geo, p, p + 1)
 
 
+def check_columns(op, x, col, geo):
+    """Check ``x`` (N, C, D, H, W), ``col`` (C * K, N, L) and the 15 ints of ``geo``
+    against each other: the kernels write ``col`` rows by unsigned offsets computed from
+    them.  Returns ``geo`` as a tuple of ints."""
+    argcheck.arrays(op, x=x, col=col)
+    argcheck.ndim_is(op, "x", x, 5)
+    argcheck.ndim_is(op, "col", col, 3)
+    argcheck.dtype_is(op, "col", col, x.dtype)
+    geo = argcheck.ints(op, "geo", geo, 15)
+    argcheck.windows(op, x.shape[2:], geo[12:15], geo[0:3], geo[3:6], geo[6:9], geo[9:12])
+    n, c = x.shape[:2]
+    argcheck.shape_is(op, "col", col, (c * geo[0] * geo[1] * geo[2], n,
+                                       geo[12] * geo[13] * geo[14]))
+    return geo
+
+
 def im2col_numba(x, col, geo):
     """The kernel version of ``im2col_ref`` (NumPy arrays)."""
+    geo = check_columns("im2col_numba", x, col, geo)
     launch(im2col_nb, im2col_planes, col.size, x.shape[0] * x.shape[1],
-           np.ascontiguousarray(x), col, tuple(int(g) for g in geo))
+           np.ascontiguousarray(x), col, geo)
     return col
 
 
 def col2im_numba(col, x, geo):
     """The kernel version of ``col2im_ref`` (``x`` C-contiguous, zeroed)."""
-    launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1],
-           col, x, tuple(int(g) for g in geo))
+    geo = check_columns("col2im_numba", x, col, geo)
+    argcheck.c_contiguous("col2im_numba", "x", x)      # the kernel adds into flat planes
+    launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1], col, x, geo)
     return x
 
 

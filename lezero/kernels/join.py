@@ -18,7 +18,9 @@ __all__ = ["adjacent_join"]
 
 
 def _owner(a):
-    while a.base is not None:
+    """The object that owns ``a``'s memory: the last array of its ``base`` chain, or the
+    buffer under it (``np.frombuffer`` views a bytes object, which has no ``base``)."""
+    while isinstance(a, np.ndarray) and a.base is not None:
         a = a.base
     return a
 
@@ -30,6 +32,9 @@ def adjacent_join(arrays, axis):
     first = arrays[0]
     if type(first) is not np.ndarray or len(arrays) < 2 or first.ndim == 0:
         return None
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"adjacent_join: axis {axis} is out of range for arrays of "
+                         f"{first.ndim} dims")
     axis = axis % first.ndim
     step = first.strides[axis]
     owner = _owner(first)

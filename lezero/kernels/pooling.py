@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from lezero.kernels import enabled, jit
-from lezero.kernels.scatter import scatter_add_ref, scatter_planes_
+from lezero.kernels import argcheck, enabled, jit
+from lezero.kernels.scatter import check_index, out_of_range, run_planes, scatter_add_ref
 from lezero.kernels.threads import run_split, threads_for
 
 # Rows are split over threads from this many input elements per part.  Measured (max
@@ -75,16 +75,6 @@ def _xp(a):
 
 
 # ----- Numba kernels ---------------------------------------------------------------------
-
-def _tap_ranges(size, out, k, s, p, d):
-    """For one spatial axis: per output, the window's start and the range [lo, hi) of its
-    kernel taps that fall inside the input (taps in the padding are skipped).  Computed
-    once per call: integer division inside the kernel's loops costs more than the max."""
-    start = np.arange(out, dtype=np.int64) * s - p
-    lo = np.where(start < 0, (-start + d - 1) // d, 0)
-    hi = np.minimum(k, (size - 1 - start) // d + 1)
-    return start, lo, hi
-
 
 # Two kernels per case.  The fast one keeps a running maximum with ``v > best`` alone,
 # which LLVM compiles to branch-free max and conditional-move instructions: on real data
@@ -170,18 +160,40 @@ def _max_pool2x2(x, out, arg):
     return nans
 
 
+def _window_taps(op, x, kernel, stride, padding, dilation, out_size):
+    """The checked 2-D geometry as int tuples, and per axis (start, lo, hi) of its windows
+    (``argcheck.tap_ranges``, computed once per call: integer division inside the kernels'
+    loops costs more than the max).  The kernels start each window at its first tap
+    inside the input, so every window must have one: ValueError if not."""
+    argcheck.arrays(op, x=x)
+    argcheck.floats(op, "x", x)
+    argcheck.ndim_is(op, "x", x, 3)
+    geom = argcheck.windows(op, x.shape[1:], out_size, kernel, stride, padding, dilation)
+    kernel, stride, padding, dilation, out_size = geom
+    taps = ()
+    for axis in (0, 1):
+        start, lo, hi = argcheck.tap_ranges(x.shape[1 + axis], out_size[axis], kernel[axis],
+                                            stride[axis], padding[axis], dilation[axis])
+        if (lo >= hi).any():
+            raise ValueError(f"{op}: a window of axis {axis} has no tap inside the input "
+                             f"{x.shape[1:]} (kernel {kernel}, stride {stride}, padding "
+                             f"{padding}, dilation {dilation}, output size {out_size})")
+        taps += (start, lo, hi)
+    return geom, taps
+
+
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
     Large inputs run as one range of rows per thread (``kernels.threads``)."""
+    (kernel, stride, padding, dilation, out_size), taps = _window_taps(
+        "max_pool2d_numba", x, kernel, stride, padding, dilation, out_size)
     x = np.ascontiguousarray(x)
     R, H, W = x.shape
-    out = np.empty((R,) + tuple(out_size), dtype=x.dtype)
-    arg = np.empty((R,) + tuple(out_size), dtype=np.int64)
+    out = np.empty((R,) + out_size, dtype=x.dtype)
+    arg = np.empty((R,) + out_size, dtype=np.int64)
     oh, ow = out_size
-    taps = (_tap_ranges(H, oh, kernel[0], stride[0], padding[0], dilation[0])
-            + _tap_ranges(W, ow, kernel[1], stride[1], padding[1], dilation[1]))
-    unrolled = (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and not any(padding)
-                and tuple(dilation) == (1, 1) and 2 * oh <= H and 2 * ow <= W)
+    unrolled = (kernel == (2, 2) and stride == (2, 2) and not any(padding)
+                and dilation == (1, 1) and 2 * oh <= H and 2 * ow <= W)
 
     def rows_(lo, hi):
         args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
@@ -204,17 +216,29 @@ def max_pool(x, kernel, stride, padding, dilation, out_size):
 
 def scatter_add_rows(g, idx, row_size):
     """``out[r, idx[r, j]] += g[r, j]`` into zeros of shape (R, row_size): max pooling's
-    backward, done by the one scatter-add kernel (``scatter.scatter_planes_``, one plane
-    per row) where ``enabled``, else by the reference on the flattened planes."""
+    backward, done by the one scatter-add kernel (``scatter``, one plane per row) where
+    ``enabled``, else by the reference on the flattened planes.  ``g`` and ``idx`` are
+    (R, ...) of one shape; an index outside [-row_size, row_size) raises IndexError."""
+    if g.shape != idx.shape or g.ndim < 1:
+        raise ValueError(f"scatter_add_rows: g and idx must be (rows, ...) of one shape, "
+                         f"got {g.shape} and {idx.shape}")
+    argcheck.ints("scatter_add_rows", "row_size", (row_size,), 1, low=0)
     xp = _xp(g)
     R = g.shape[0]
+    g, idx = g.reshape(R, -1), idx.reshape(R, -1)
     if enabled(g, idx) and g.dtype.kind == "f":
+        check_index("scatter_add_rows", idx)
         out = np.zeros((R, row_size), dtype=g.dtype)
-        idx, g = idx.reshape(R, -1), g.reshape(R, -1)
-        run_split(lambda lo, hi: scatter_planes_(out[lo:hi], idx[lo:hi], g[lo:hi]), R,
+        run_split(lambda lo, hi: run_planes("scatter_add_rows", out[lo:hi], idx[lo:hi],
+                                             g[lo:hi]), R,
                   threads_for(R, out.size, PART_ELEMENTS))
         return out
-    flat = (idx.reshape(R, -1) + (xp.arange(R) * row_size)[:, None]).reshape(-1)
+    if idx.size:                # the kernel's rule: [-row_size, row_size), negatives wrap
+        lo, hi = int(idx.min()), int(idx.max())
+        if lo < -row_size or hi >= row_size:
+            raise out_of_range("scatter_add_rows", lo if lo < -row_size else hi, row_size)
+        idx = xp.where(idx < 0, idx + row_size, idx) if lo < 0 else idx
+    flat = (idx + (xp.arange(R) * row_size)[:, None]).reshape(-1)
     out = xp.zeros(R * row_size, dtype=g.dtype)
     scatter_add_ref(out, flat, g.reshape(-1))
     return out.reshape(R, row_size)

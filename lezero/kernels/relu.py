@@ -18,7 +18,7 @@ the kernels (float32 and float64 NumPy arrays), and ``relu`` / ``relu_grad`` dis
 """
 import numpy as np
 
-from lezero.kernels import enabled, jit
+from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.threads import run_elementwise
 
 __all__ = ["relu", "relu_ref", "relu_numba", "relu_grad", "relu_grad_ref", "relu_grad_numba"]
@@ -41,6 +41,12 @@ def _forward(x, out):
 
 def relu_numba(x):
     """``relu_ref`` as one Numba pass (a float32 or float64 NumPy array)."""
+    argcheck.arrays("relu_numba", x=x)
+    argcheck.floats("relu_numba", "x", x)
+    return _relu(x)
+
+
+def _relu(x):
     out = np.empty(x.shape, x.dtype)
     run_elementwise(_forward, _flat(x), out.reshape(-1), min_part=MIN_PART_ITEMS)
     return out
@@ -57,7 +63,7 @@ def _kernel_takes(*arrays):
 
 def relu(x):
     """``max(x, 0)``: the kernel for float NumPy arrays, else the reference."""
-    return relu_numba(x) if _kernel_takes(x) else relu_ref(x)
+    return _relu(x) if _kernel_takes(x) else relu_ref(x)
 
 
 def relu_grad_ref(x, gy):
@@ -74,7 +80,15 @@ def _grad(x, gy, out):
 
 
 def relu_grad_numba(x, gy):
-    """``relu_grad_ref`` as one Numba pass (NumPy arrays of one shape)."""
+    """``relu_grad_ref`` as one Numba pass (float NumPy arrays of one shape: the kernel
+    reads ``gy[i]`` for every element of ``x``)."""
+    argcheck.arrays("relu_grad_numba", x=x, gy=gy)
+    argcheck.floats("relu_grad_numba", "gy", gy)
+    argcheck.same_shape("relu_grad_numba", "x", x, "gy", gy)
+    return _relu_grad(x, gy)
+
+
+def _relu_grad(x, gy):
     out = np.empty(gy.shape, gy.dtype)
     run_elementwise(_grad, _flat(x), _flat(gy), out.reshape(-1),
                     min_part=MIN_PART_ITEMS)
@@ -83,5 +97,6 @@ def relu_grad_numba(x, gy):
 
 def relu_grad(x, gy):
     """``gy`` where ``x > 0``, else 0: the kernel for float NumPy arrays, else the
-    reference."""
-    return relu_grad_numba(x, gy) if _kernel_takes(x, gy) else relu_grad_ref(x, gy)
+    reference; ``x`` and ``gy`` must have one shape on either path."""
+    argcheck.same_shape("relu_grad", "x", x, "gy", gy)
+    return _relu_grad(x, gy) if _kernel_takes(x, gy) else relu_grad_ref(x, gy)

@@ -15,7 +15,7 @@ exponentiated; C-contiguous arrays viewed as (rows, S)); the plain names dispatc
 """
 import numpy as np
 
-from lezero.kernels import enabled, jit
+from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.fastexp import FAST, exp32, max32
 
 __all__ = ["masked_softmax", "softmax_grad", "softmax_stats", "masked_softmax_ref",
@@ -122,6 +122,13 @@ def _stats(x, e, inv_sum, lse):
 def softmax_stats_numba(x):
     """For a float32 (N, C) array: ``e = exp(x - max)``, ``1 / e.sum(1)`` as (N, 1) and
     the rows' log-sum-exp (N,), in one pass per row (cross entropy's forward)."""
+    argcheck.arrays("softmax_stats_numba", x=x)
+    argcheck.dtype_is("softmax_stats_numba", "x", x, np.float32)
+    argcheck.ndim_is("softmax_stats_numba", "x", x, 2)
+    return _softmax_stats(x)
+
+
+def _softmax_stats(x):
     x = np.ascontiguousarray(x)
     e = np.empty(x.shape, np.float32)
     inv_sum = np.empty((x.shape[0], 1), np.float32)
@@ -137,16 +144,35 @@ def _rows(a):
 def masked_softmax_numba(s, scale=1.0, causal=False):
     """softmax(scale * s) over the last axis of a float32 array (..., L, S); with
     ``causal`` row i of every (L, S) matrix keeps only columns <= i (others give 0)."""
+    argcheck.arrays("masked_softmax_numba", s=s)
+    argcheck.dtype_is("masked_softmax_numba", "s", s, np.float32)
+    if s.ndim < 2:
+        raise ValueError(f"masked_softmax_numba: s must be (..., L, S), at least 2-D, got "
+                         f"shape {s.shape}")
+    return _masked_softmax(s, scale, causal)
+
+
+def _masked_softmax(s, scale, causal):
     out = np.empty(s.shape, np.float32)
-    length = s.shape[-2] if s.ndim >= 2 else 1
-    _forward(_rows(s), _f(scale), length, causal, out.reshape(-1, s.shape[-1]))
+    if s.size:              # an empty (L, S) has no rows: nothing to compute
+        _forward(_rows(s), _f(scale), s.shape[-2], bool(causal), out.reshape(-1, s.shape[-1]))
     return out
 
 
 def softmax_grad_numba(y, gy, scale=1.0):
-    """scale * y * (gy - sum(gy * y, last axis)) for float32 arrays of one shape."""
+    """scale * y * (gy - sum(gy * y, last axis)) for float32 arrays of one shape (the
+    kernel reads a row of ``gy`` for every row of ``y``)."""
+    argcheck.arrays("softmax_grad_numba", y=y, gy=gy)
+    argcheck.dtype_is("softmax_grad_numba", "y", y, np.float32)
+    argcheck.dtype_is("softmax_grad_numba", "gy", gy, np.float32)
+    argcheck.same_shape("softmax_grad_numba", "y", y, "gy", gy)
+    return _softmax_grad(y, gy, scale)
+
+
+def _softmax_grad(y, gy, scale):
     out = np.empty(y.shape, np.float32)
-    _backward(_rows(y), _rows(gy), _f(scale), out.reshape(-1, y.shape[-1]))
+    if y.size:
+        _backward(_rows(y), _rows(gy), _f(scale), out.reshape(-1, y.shape[-1]))
     return out
 
 
@@ -159,15 +185,17 @@ def _float32(*arrays):
 def masked_softmax(s, scale=1.0, causal=False, keep=None):
     """The kernel for float32 NumPy scores of at least 2 dims without a ``keep`` mask."""
     if keep is None and s.ndim >= 2 and _float32(s):
-        return masked_softmax_numba(s, scale, causal)
+        return _masked_softmax(s, scale, causal)
     return masked_softmax_ref(s, scale, causal, keep)
 
 
 def softmax_grad(y, gy, scale=1.0):
-    """The kernel for float32 NumPy arrays, else the reference."""
-    return softmax_grad_numba(y, gy, scale) if _float32(y, gy) else softmax_grad_ref(y, gy, scale)
+    """The kernel for float32 NumPy arrays, else the reference; ``y`` and ``gy`` must
+    have one shape on either path."""
+    argcheck.same_shape("softmax_grad", "y", y, "gy", gy)
+    return _softmax_grad(y, gy, scale) if _float32(y, gy) else softmax_grad_ref(y, gy, scale)
 
 
 def softmax_stats(x):
     """The kernel for float32 NumPy (N, C) logits, else the reference."""
-    return softmax_stats_numba(x) if x.ndim == 2 and _float32(x) else softmax_stats_ref(x)
+    return _softmax_stats(x) if x.ndim == 2 and _float32(x) else softmax_stats_ref(x)

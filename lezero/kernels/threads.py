@@ -114,11 +114,21 @@ def run_split(fn, count, parts):
 MIN_PART_ITEMS = 1 << 17
 
 
+def same_length(where, arrays):
+    """ValueError unless the 1-D ``arrays`` have one length: an elementwise kernel loops
+    over the first one's and indexes the others without bounds checks."""
+    n = arrays[0].size
+    if any(a.size != n or a.ndim != 1 for a in arrays):
+        raise ValueError(f"{where}: the arrays of an elementwise kernel must be 1-D of one "
+                         f"length, got shapes {[a.shape for a in arrays]}")
+    return n
+
+
 def run_elementwise(kernel, *arrays, min_part=None):
     """``kernel(*arrays)`` on 1-D arrays of one length, cut into contiguous ranges run at
     once on several threads when each range gets at least ``min_part`` elements (default
     ``MIN_PART_ITEMS``; the kernel must release the GIL)."""
-    n = arrays[0].size
+    n = same_length("run_elementwise", arrays)
     run_split(_on_range(kernel, arrays), n, threads_for(n, n, min_part or MIN_PART_ITEMS))
 
 
@@ -160,7 +170,7 @@ class SplitWhenFaster:
 
     def run(self, kernel, *arrays):
         """``kernel(*arrays)`` (1-D arrays of one length), in one call or split."""
-        n = arrays[0].size
+        n = same_length("SplitWhenFaster.run", arrays)
         parts = threads_for(n, n, self.min_part)
         if parts == 1 or not get_config().split_when_faster:
             return kernel(*arrays)

@@ -30,7 +30,7 @@ from math import lcm
 
 import numpy as np
 
-from lezero.kernels import jit, prange, uint64
+from lezero.kernels import argcheck, jit, prange, uint64
 from lezero.kernels.conv_launch import launch
 from lezero.kernels.im2col import use_kernel
 
@@ -277,13 +277,39 @@ def tiles_out_nb(V, T, y, step, oy, ox, th, tw):
         tiles_out_planes(V, T, y, step, oy, ox, th, tw, p, p + 1)
 
 
+def check_tiles(op, image, T, tiles, step, offsets, th, tw, transposed):
+    """Check an image (N, C, H, W), the transform ``T`` and the transformed ``tiles``
+    (alpha^2, C, N * th * tw) against each other: the kernels index ``tiles`` by
+    (tile position, channel, tile) and the image's buffer by unsigned offsets.  ``T`` is
+    (alpha, a) for ``tiles_in`` and (a, alpha) for ``tiles_out`` (``transposed``).
+    Returns (step, offsets..., th, tw) as ints."""
+    argcheck.arrays(op, image=image, T=T, tiles=tiles)
+    argcheck.ndim_is(op, "image", image, 4)
+    argcheck.ndim_is(op, "T", T, 2)
+    argcheck.floats(op, "image", image)
+    argcheck.dtype_is(op, "tiles", tiles, image.dtype)
+    step, oy, ox, th, tw = argcheck.ints(op, "(step, offsets, tiles)",
+                                         (step, *offsets, th, tw), 5)
+    if min(step, th, tw, *T.shape) < 1:
+        raise ValueError(f"{op}: step, the tile counts and T's sizes must be at least 1, "
+                         f"got step={step}, th={th}, tw={tw}, T {T.shape}")
+    alpha = T.shape[1] if transposed else T.shape[0]
+    n, c = image.shape[:2]
+    argcheck.shape_is(op, "tiles", tiles, (alpha * alpha, c, n * th * tw))
+    return step, oy, ox, th, tw
+
+
 def tiles_in_numba(x, T, out, step, py, px, th, tw):
+    step, py, px, th, tw = check_tiles("tiles_in_numba", x, T, out, step, (py, px), th, tw,
+                                       False)
     launch(tiles_in_nb, tiles_in_planes, out.size, x.shape[0] * x.shape[1],
            x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw)
     return out
 
 
 def tiles_out_numba(V, T, y, step, oy, ox, th, tw):
+    step, oy, ox, th, tw = check_tiles("tiles_out_numba", y, T, V, step, (oy, ox), th, tw,
+                                       True)
     launch(tiles_out_nb, tiles_out_planes, V.size, y.shape[0] * y.shape[1],
            V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw)
     return y

@@ -18,10 +18,67 @@ pairs, which keeps a batch of one parallel too.
 import numpy as np
 from numba import njit, prange
 
+from lezero.kernels import argcheck
+
 __all__ = ["gemm_requant", "gemm_acc", "im2col", "conv_requant", "conv2d", "max_pool", "avg_pool",
            "adaptive_avg_pool", "rescale", "add", "mul"]
 
 _OPTS = dict(cache=True, error_model="numpy", nogil=True)
+
+# ----- what the kernels rely on ----------------------------------------------------------
+# The loops below index without bounds checks, so each wrapper checks its arrays' shapes,
+# the per-channel requantization tables and the window geometry first (argcheck).
+
+SHIFTS = (-31, 30)          # quantize_multiplier's range: 31 - shift is a valid int64 shift
+
+
+def _check_tables(op, channels, bias, m, shift):
+    """One bias, multiplier and shift per output channel, within what mbqm assumes."""
+    argcheck.arrays(op, bias=bias, m=m, shift=shift)
+    for name, t in (("bias", bias), ("m", m), ("shift", shift)):
+        if t.dtype.kind not in "iu":
+            raise TypeError(f"{op}: {name} must hold integers, got dtype {t.dtype}")
+        argcheck.shape_is(op, name, t, (channels,))
+    if channels and (int(m.min()) < 0 or int(m.max()) >= 1 << 31
+                     or int(shift.min()) < SHIFTS[0] or int(shift.max()) > SHIFTS[1]):
+        raise ValueError(f"{op}: multipliers must lie in [0, 2**31) and shifts in "
+                         f"[{SHIFTS[0]}, {SHIFTS[1]}], got m in [{int(m.min())}, "
+                         f"{int(m.max())}] and shift in [{int(shift.min())}, "
+                         f"{int(shift.max())}]")
+
+
+def _check_scalars(op, mults=(), shifts=(), left=None, lo=0, hi=0, dtype=np.int8):
+    """Scalar multipliers and shifts (as ``_check_tables``), the left shift of ``add``,
+    the output's dtype (integers) and range."""
+    if any(not 0 <= int(v) < 1 << 31 for v in mults) or \
+            any(not SHIFTS[0] <= int(v) <= SHIFTS[1] for v in shifts):
+        raise ValueError(f"{op}: multipliers must lie in [0, 2**31) and shifts in "
+                         f"[{SHIFTS[0]}, {SHIFTS[1]}], got {tuple(int(v) for v in mults)} "
+                         f"and {tuple(int(v) for v in shifts)}")
+    if left is not None and not 0 <= int(left) <= 31:
+        raise ValueError(f"{op}: the left shift must lie in [0, 31], got {int(left)}")
+    if np.dtype(dtype).kind not in "iu" or int(lo) > int(hi):
+        raise ValueError(f"{op}: the output must be integers in a range lo <= hi, got "
+                         f"dtype {np.dtype(dtype)} and [{int(lo)}, {int(hi)}]")
+
+
+def _check_int16_rows(op, name, a):
+    argcheck.arrays(op, **{name: a})
+    argcheck.dtype_is(op, name, a, np.int16)
+
+
+def _check_geo(op, x, geo, pooling):
+    """``x`` (N, C, H, W) integers and the 10 ints of ``geo``, which must fit it (for
+    pooling, every window must hold an input element)."""
+    argcheck.arrays(op, x=x)
+    argcheck.ndim_is(op, "x", x, 4)
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"{op}: x must hold integers, got dtype {x.dtype}")
+    geo = argcheck.ints(op, "geo", geo, 10)
+    argcheck.windows(op, x.shape[2:], geo[8:10], geo[0:2], geo[2:4], geo[4:6], geo[6:8],
+                     inside=pooling)
+    return geo
+
 
 
 @njit(inline="always", **_OPTS)
@@ -96,6 +153,13 @@ def _requant_args(bias, m, shift, zp, lo, hi):
 
 def gemm_acc(a, b):
     """``a @ b.T`` as int32 accumulators: int16 ``a`` (M, K) and ``b`` (N, K)."""
+    _check_int16_rows("gemm_acc", "a", a)
+    _check_int16_rows("gemm_acc", "b", b)
+    argcheck.ndim_is("gemm_acc", "a", a, 2)
+    argcheck.ndim_is("gemm_acc", "b", b, 2)
+    if a.shape[1] != b.shape[1]:
+        raise ValueError(f"gemm_acc: a (M, K) and b (N, K) must share K, got {a.shape} and "
+                         f"{b.shape}")
     out = np.empty((a.shape[0], b.shape[0]), np.int32)
     _gemm_acc(a, b, out)
     return out
@@ -104,8 +168,11 @@ def gemm_acc(a, b):
 def gemm_requant(a, b, bias, m, shift, zp, lo, hi, dtype):
     """``requantize(a @ b.T + bias)`` per column ``j`` of the (M, N) result; ``bias``
     int32, ``m``/``shift`` int32 per column."""
+    acc = gemm_acc(a, b)
+    _check_tables("gemm_requant", b.shape[0], bias, m, shift)
+    _check_scalars("gemm_requant", lo=lo, hi=hi, dtype=dtype)
     out = np.empty((a.shape[0], b.shape[0]), dtype)
-    _requant_last(gemm_acc(a, b), *_requant_args(bias, m, shift, zp, lo, hi), out)
+    _requant_last(acc, *_requant_args(bias, m, shift, zp, lo, hi), out)
     return out
 
 
@@ -131,7 +198,7 @@ def _im2col(x, zp, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
 
 def im2col(x, zp, geo):
     """Numba twin of ``reference.im2col_ref``: int16 patches (N, OH*OW, KH*KW*C)."""
-    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = geo
+    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _check_geo("im2col", x, geo, False)
     col = np.empty((x.shape[0], oh * ow, x.shape[1] * kh * kw), np.int16)
     nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     _im2col(nhwc, np.int16(zp), kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col)
@@ -145,6 +212,8 @@ def conv2d(x, x_zp, geo, w, bias, m, shift, zp, lo, hi, dtype):
     """The whole quantized convolution of ``x`` (N, C, H, W): patches and products a few
     images at a time, so that each chunk's int16 patch matrix stays in cache (gathering
     all of a batch first was twice as slow at batch 32).  Returns (N, O, OH*OW)."""
+    geo = _check_geo("conv2d", x, geo, False)
+    _check_product("conv2d", x.shape[1] * geo[0] * geo[1], w, bias, m, shift, lo, hi, dtype)
     n = x.shape[0]
     per_image = geo[8] * geo[9] * w.shape[1] * 2
     step = max(1, _CHUNK_BYTES // max(per_image, 1))
@@ -157,9 +226,23 @@ def conv2d(x, x_zp, geo, w, bias, m, shift, zp, lo, hi, dtype):
     return out
 
 
+def _check_product(op, k, w, bias, m, shift, lo, hi, dtype):
+    """int16 weights (O, k) -- ``k`` the patch length the input gives -- and O entries
+    in each requantization table."""
+    _check_int16_rows(op, "w", w)
+    if w.ndim != 2 or w.shape[1] != k:
+        raise ValueError(f"{op}: w must be (out_channels, {k}) for these patches, got "
+                         f"shape {w.shape}")
+    _check_tables(op, w.shape[0], bias, m, shift)
+    _check_scalars(op, lo=lo, hi=hi, dtype=dtype)
+
+
 def conv_requant(col, w, bias, m, shift, zp, lo, hi, dtype):
     """A quantized convolution's output (N, O, L) from its patches ``col`` (N, L, K) and
     int16 weights ``w`` (O, K), requantized per output channel."""
+    _check_int16_rows("conv_requant", "col", col)
+    argcheck.ndim_is("conv_requant", "col", col, 3)
+    _check_product("conv_requant", col.shape[2], w, bias, m, shift, lo, hi, dtype)
     acc = np.empty((col.shape[0], w.shape[0], col.shape[1]), np.int32)
     _conv_acc(w, col, acc)
     out = np.empty(acc.shape, dtype)
@@ -189,7 +272,8 @@ def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out):
 
 
 def max_pool(x, geo):
-    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = geo
+    """Numba twin of ``reference.max_pool_ref``."""
+    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _check_geo("max_pool", x, geo, True)
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
     _max_pool(np.ascontiguousarray(x), kh, kw, sh, sw, ph, pw, dh, dw, out)
     return out
@@ -229,7 +313,12 @@ def _avg_pool(x, kh, kw, sh, sw, ph, pw, zp, include_pad, divisor, lo, hi, out):
 
 
 def avg_pool(x, geo, zero_point, count_include_pad=True, divisor_override=None):
-    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = geo
+    """Numba twin of ``reference.avg_pool_ref`` (dilation 1)."""
+    kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = _check_geo("avg_pool", x, geo, True)
+    if (dh, dw) != (1, 1):
+        raise ValueError(f"avg_pool: dilation must be (1, 1), got {(dh, dw)}")
+    if divisor_override is not None:
+        argcheck.ints("avg_pool", "divisor_override", (divisor_override,), 1, low=1)
     out = np.empty(x.shape[:2] + (oh, ow), x.dtype)
     info = np.iinfo(x.dtype)
     _avg_pool(np.ascontiguousarray(x), kh, kw, sh, sw, ph, pw, np.int64(zero_point),
@@ -255,7 +344,11 @@ def _adaptive_avg_pool(x, hs, he, ws, we, out):
 
 
 def adaptive_avg_pool(x, out_hw):
+    """Numba twin of ``reference.adaptive_avg_pool_ref``."""
     from lezero.quantization.reference import adaptive_bounds
+    argcheck.arrays("adaptive_avg_pool", x=x)
+    argcheck.ndim_is("adaptive_avg_pool", "x", x, 4)
+    out_hw = argcheck.ints("adaptive_avg_pool", "output size", out_hw, 2, low=1)
     (hs, he), (ws, we) = adaptive_bounds(x.shape[2], out_hw[0]), adaptive_bounds(
         x.shape[3], out_hw[1])
     out = np.empty(x.shape[:2] + tuple(out_hw), x.dtype)
@@ -273,6 +366,9 @@ def _rescale(x, zx, m, shift, zy, lo, hi, out):
 
 
 def rescale(x, zx, m, shift, zy, lo, hi, dtype):
+    """Numba twin of ``reference.rescale_ref``."""
+    argcheck.arrays("rescale", x=x)
+    _check_scalars("rescale", (m,), (shift,), lo=lo, hi=hi, dtype=dtype)
     out = np.empty(x.shape, dtype)
     _rescale(np.ascontiguousarray(x).reshape(-1), np.int64(zx), np.int64(m), np.int64(shift),
              np.int64(zy), np.int64(lo), np.int64(hi), out.reshape(-1))
@@ -289,6 +385,17 @@ def _add(a, b, za, ma, sa, zb, mb, sb, mo, so, zy, left, lo, hi, out):
 
 
 def _binary(kernel, a, b, p, lo, hi, dtype):
+    """``kernel`` over ``a`` and ``b`` of one shape (the loop reads ``b[i]`` for every
+    element of ``a``) with the parameters ``p``."""
+    op = kernel.py_func.__name__.strip("_")
+    argcheck.arrays(op, a=a, b=b)
+    argcheck.same_shape(op, "a", a, "b", b)
+    wanted = 10 if op == "add" else 5
+    p = argcheck.ints(op, "parameters", p, wanted)
+    if op == "add":      # (za, ma, sa, zb, mb, sb, mo, so, zy, left): add_params
+        _check_scalars(op, p[1:7:3] + p[6:7], p[2:8:3] + p[7:8], p[9], lo, hi, dtype)
+    else:                # (za, zb, m, s, zy)
+        _check_scalars(op, p[2:3], p[3:4], None, lo, hi, dtype)
     out = np.empty(a.shape, dtype)
     kernel(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
            *[np.int64(v) for v in p], np.int64(lo), np.int64(hi), out.reshape(-1))

@@ -27,6 +27,11 @@ def _geo(g):
     return (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1])
 
 
+def _hw(size):
+    """A 1-D or 2-D spatial size as (height, width)."""
+    return (1,) * (2 - len(size)) + tuple(size)
+
+
 def _unpad(ge, prob, xp):
     """Gradient on the window extent -> gradient of the unpadded input."""
     g = prob.geom
@@ -118,7 +123,7 @@ class Direct(Algorithm):
             dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}
             copy = 0 if all(s == 1 for s in g.stride) and not any(g.pad_lo) else 2 * xb
             return gemm_seconds(*dims[op], prob.batch * G) + stream_seconds(copy)
-        if direct_kernels.wide(_geo(g)):
+        if direct_kernels.wide(_geo(g), _hw(g.in_size), _hw(g.out_size)):
             return self._predict_wide(prob, op)
         # tap loop: one multiply-add per (output, input channel of its group, tap), run
         # vectorised along output rows (stride 1) or scalar; plus per-row loop overhead

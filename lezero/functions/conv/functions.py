@@ -15,9 +15,10 @@ adjoints.
 import numpy as np
 
 from lezero.core import Function
+from lezero.kernels import argcheck
 from lezero.functions.common import xp_of
 from lezero.functions.conv import select
-from lezero.functions.conv.geometry import ConvProblem
+from lezero.functions.conv.geometry import ConvProblem, check_fits
 from lezero.functions.conv.im2col import col2im, im2col
 from lezero.functions.conv.parallel import drop_backward_entries, run_product
 from lezero.functions.reduction import sum as _sum
@@ -57,6 +58,7 @@ class Conv(Function):
         self.cache = {}
 
     def forward(self, x, w, b=None):
+        check_fits("conv", self.geom, x=x, w=w)
         prob = problem(self.geom, x.shape[0], x.shape[1], w.shape[0], x)
         self.chosen = select.choose(prob, "forward", self.algo)
         # keep transforms of x only if the weight will want its gradient
@@ -87,6 +89,7 @@ class ConvGradInput(Function):
         self.prefer = prefer
 
     def forward(self, gy, w, b=None):
+        check_fits("conv_transpose", self.geom, w=w, y=gy)
         prob = problem(self.geom, gy.shape[0], w.shape[1] * self.geom.groups, w.shape[0], gy)
         self.chosen = select.choose(prob, "grad_input", self.algo, self.prefer)
         return _add_bias(run_product(self.chosen, "grad_input", gy, w, prob, self.cache), b)
@@ -113,6 +116,7 @@ class ConvGradWeight(Function):
         self.prefer = prefer
 
     def forward(self, x, gy):
+        check_fits("conv_grad_weight", self.geom, x=x, y=gy)
         prob = problem(self.geom, x.shape[0], x.shape[1], gy.shape[1], x)
         self.chosen = select.choose(prob, "grad_weight", self.algo, self.prefer)
         return run_product(self.chosen, "grad_weight", x, gy, prob, self.cache)
@@ -134,6 +138,7 @@ class Unfold(Function):
         self.geom = geom
 
     def forward(self, x):
+        check_fits("unfold", self.geom, x=x)
         xp = xp_of(x)
         n, c = x.shape[:2]
         out = xp.empty((n, c * self.geom.kernel_volume, self.geom.out_volume), dtype=x.dtype)
@@ -152,10 +157,24 @@ class Fold(Function):
         self.x_shape = tuple(x_shape)
 
     def forward(self, col):
+        shape = argcheck.ints("fold", "output shape", self.x_shape, self.geom.nd + 2, low=0)
+        check_fits("fold", self.geom, x=_Shape(shape))
+        n, c = shape[:2]
+        expected = (n, c * self.geom.kernel_volume, self.geom.out_volume)
+        if col.shape != expected:
+            raise ValueError(f"fold: columns of shape {col.shape} do not fit an output of "
+                             f"shape {self.x_shape}: expected {expected}")
         return col2im(col.transpose(1, 0, 2), self.geom, self.x_shape, col.dtype)
 
     def backward(self, gx):
         return Unfold(self.geom)(gx)
+
+
+class _Shape:
+    """A shape standing in for an array in ``check_fits`` (Fold's output is not made yet)."""
+
+    def __init__(self, shape):
+        self.shape, self.ndim = shape, len(shape)
 
 
 __all__ = ["Conv", "ConvGradInput", "ConvGradWeight", "Unfold", "Fold", "problem"]

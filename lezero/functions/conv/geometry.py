@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from lezero.kernels import argcheck
 from lezero.utils.checks import check_int, ntuple
 
 
@@ -93,6 +94,40 @@ class ConvProblem:
         g = self.geom
         return (2 * self.batch * self.out_channels * (self.in_channels // g.groups)
                 * g.kernel_volume * g.out_volume)
+
+
+def check_fits(op, geom, x=None, w=None, y=None):
+    """ValueError (TypeError for a malformed geometry) unless ``geom`` is a consistent
+    geometry and the arrays given fit it: input-side ``x`` (N, C, *in_size), weight ``w``
+    (O, C / groups, *kernel), output-side ``y`` (N, O, *out_size).  The Functions check
+    this on every call: one replayed on other arrays, or rebuilt from a file, must not hand
+    the kernels a geometry that is not theirs.  Metadata only."""
+    nd = len(geom.kernel)
+    argcheck.ints(op, "input size", geom.in_size, nd, low=0)
+    argcheck.windows(op, geom.in_size, geom.out_size, geom.kernel, geom.stride, geom.pad_lo,
+                     geom.dilation)
+    (groups,) = argcheck.ints(op, "groups", (geom.groups,), 1, low=1)
+    for name, a, size in (("x", x, geom.in_size), ("w", w, geom.kernel),
+                          ("y", y, geom.out_size)):
+        if a is not None and (a.ndim != nd + 2 or a.shape[2:] != tuple(size)):
+            raise ValueError(f"{op}: {name} of shape {a.shape} does not fit the geometry "
+                             f"{geom.describe()}: expected (N, C, "
+                             f"{', '.join(map(str, size))})")
+    xc, yc = (None if a is None else a.shape[1] for a in (x, y))
+    if w is not None:
+        bad = w.shape[0] % groups or xc not in (None, w.shape[1] * groups) \
+            or yc not in (None, w.shape[0])
+    else:
+        bad = any(c is not None and c % groups for c in (xc, yc))
+    if bad:
+        raise ValueError(f"{op}: channels do not agree: x {_shape(x)}, weight {_shape(w)} "
+                         f"and y {_shape(y)} with groups={groups}")
+    if x is not None and y is not None and x.shape[0] != y.shape[0]:
+        raise ValueError(f"{op}: x {x.shape} and y {y.shape} have different batch sizes")
+
+
+def _shape(a):
+    return None if a is None else a.shape
 
 
 # ----- argument parsing -------------------------------------------------------------------

@@ -99,6 +99,15 @@ def geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims
 
 # ----- the gradient of max pooling ----------------------------------------------------------
 
+def _check_planes(op, name, got, indices, x_shape):
+    """ValueError unless ``got`` is the indices' shape and both have the (N, C) planes of
+    ``x_shape``: each plane's indices address that plane only."""
+    if tuple(got) != tuple(indices) or len(x_shape) < 3 or tuple(indices[:2]) != \
+            tuple(x_shape[:2]):
+        raise ValueError(f"{op}: {name} of shape {tuple(got)} and indices of shape "
+                         f"{tuple(indices)} must share the (N, C) planes of {tuple(x_shape)}")
+
+
 class IndexScatter(Function):
     """``gx[n, c, indices[n, c, ...]] += g[n, c, ...]`` into zeros of ``x_shape``: the
     gradient of max pooling (indices are flat over the spatial dims)."""
@@ -108,6 +117,8 @@ class IndexScatter(Function):
         self.x_shape = x_shape
 
     def forward(self, g):
+        _check_planes("max pooling's gradient", "gradient", g.shape, self.indices.shape,
+                      self.x_shape)
         rows = self.x_shape[0] * self.x_shape[1]
         row_size = int(np.prod(self.x_shape[2:]))
         gx = pool_kernels.scatter_add_rows(g.reshape(rows, -1),
@@ -125,6 +136,8 @@ class IndexGather(Function):
         self.indices = indices
 
     def forward(self, x):
+        _check_planes("max pooling's index gather", "indices", self.indices.shape,
+                      self.indices.shape, x.shape)
         self.x_shape = x.shape
         rows = x.shape[0] * x.shape[1]
         y = xp_of(x).take_along_axis(x.reshape(rows, -1), self.indices.reshape(rows, -1), 1)

@@ -30,6 +30,9 @@ class MaxPoolNd(Function):
 
     def forward(self, x):
         g = self.geom
+        if x.shape[2:] != tuple(g.in_size):
+            raise ValueError(f"max_pool: input of shape {x.shape} does not fit the pooling "
+                             f"geometry, made for spatial size {tuple(g.in_size)}")
         rows = x.shape[0] * x.shape[1]
         y, idx = pool_kernels.max_pool(x.reshape((rows,) + x.shape[2:]), g.kernel, g.stride,
                                        g.padding, g.dilation, g.out_size)
@@ -85,14 +88,16 @@ class MaxUnpool2d(Function):
     """Place each value at its flat index in zeros of ``out_shape`` (the partial inverse
     of max pooling); the gradient gathers from those positions."""
 
-    def __init__(self, indices, out_shape):
+    def __init__(self, indices, out_shape, op="max_unpool2d"):
         self.indices = indices
         self.out_shape = out_shape
+        self.op = op
 
     def forward(self, x):
         xp = xp_of(x)
         rows = x.shape[0] * x.shape[1]
         size = int(np.prod(self.out_shape[2:]))
+        check_unpool_indices(self.op, self.indices, x.shape, self.out_shape[:2], size)
         flat = self.indices.reshape(rows, -1) + (xp.arange(rows) * size)[:, None]
         y = xp.zeros(rows * size, dtype=x.dtype)
         y[flat.ravel()] = x.ravel()      # assignment, as PyTorch: repeated indices keep one
@@ -100,6 +105,19 @@ class MaxUnpool2d(Function):
 
     def backward(self, gy):
         return IndexGather(self.indices)(gy)
+
+
+def check_unpool_indices(op, idx, x_shape, lead, size):
+    """ValueError unless ``idx`` has the input's shape, the output's leading (N, C) are the
+    input's, and every index lies in [0, size): a flat index picks an element of its own
+    (n, c) plane, and one outside it would land in another plane."""
+    if idx.shape != tuple(x_shape) or tuple(lead) != tuple(x_shape[:2]):
+        raise ValueError(f"{op}: indices of shape {idx.shape} and output planes {tuple(lead)} "
+                         f"must match the input of shape {tuple(x_shape)}")
+    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
+        raise ValueError(f"{op}: indices must lie in [0, {size}) for output planes of "
+                         f"{size} elements, got values in [{int(idx.min())}, "
+                         f"{int(idx.max())}]")
 
 
 def _max_unpool(op, dims, x, indices, kernel_size, stride, padding, output_size):
@@ -128,12 +146,8 @@ def _max_unpool(op, dims, x, indices, kernel_size, stride, padding, output_size)
                              f"{dims} sizes within the stride {stride} of {default}")
     if min(out) < 1:
         raise ValueError(f"{op}: output size {out} is empty")
-    size = int(np.prod(out))
-    if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
-        raise ValueError(f"{op}: indices must lie in [0, {size}) for output size {out}, got "
-                         f"values in [{int(idx.min())}, {int(idx.max())}]")
     out4 = shape4[:2] + ((1,) if dims == 1 else ()) + out
-    f = MaxUnpool2d(idx.reshape(shape4).astype(np.int64, copy=False), out4)
+    f = MaxUnpool2d(idx.reshape(shape4).astype(np.int64, copy=False), out4, op)
     return restore(f(reshape(x, shape4)))
 
 
