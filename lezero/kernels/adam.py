@@ -66,10 +66,57 @@ def _adam(p, g, m, v, vmax, decay, wd, sign, one_minus_beta1, beta2, one_minus_b
         p[i] = x + (mi / (np.sqrt(vi) / bc2_sqrt + eps)) * neg_step
 
 
+def check_adam_args(where, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, beta1, beta2,
+                    step):
+    """What ``adam_step_`` relies on: every array of the parameter's shape (the kernel walks
+    the parameter over each), ``beta1``/``beta2`` in [0, 1) and ``step`` an int >= 1 (the
+    bias corrections divide by ``1 - beta ** step``).  ValueError naming the argument."""
+    arrays = {"grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq,
+              "max_exp_avg_sq": max_exp_avg_sq}
+    for name, a in arrays.items():
+        if a is not None and tuple(a.shape) != tuple(param.shape):
+            raise ValueError(f"{where}: {name} has shape {tuple(a.shape)}, the parameter "
+                             f"{tuple(param.shape)}")
+    for name, beta in (("beta1", beta1), ("beta2", beta2)):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"{where}: {name} must be in [0, 1), got {beta!r}")
+    if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise ValueError(f"{where}: step must be an int >= 1, got {step!r}")
+
+
+def _check_kernel_arrays(param, arrays):
+    """The kernel's own needs: NumPy arrays of one floating dtype, C-contiguous
+    (it reads them as flat vectors), the parameter and the moments writeable."""
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"adam_step_numba: {name} must be a NumPy array, got "
+                            f"{type(a).__name__}")
+        if a.dtype != param.dtype or a.dtype.kind != "f":
+            raise TypeError(f"adam_step_numba: {name} has dtype {a.dtype}; every array must "
+                            f"have the parameter's floating dtype ({param.dtype})")
+        if not a.flags.c_contiguous or (name != "grad" and not a.flags.writeable):
+            raise ValueError(f"adam_step_numba: {name} must be a C-contiguous"
+                             f"{'' if name == 'grad' else ', writeable'} array")
+
+
 def adam_step_numba(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2,
                     eps, weight_decay, decoupled, maximize, step):
     """Update ``param`` and the moment buffers in place (C-contiguous arrays of one dtype;
     ``max_exp_avg_sq`` None unless AMSGrad).  ``step`` is the 1-based step count."""
+    arrays = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+    if max_exp_avg_sq is not None:
+        arrays["max_exp_avg_sq"] = max_exp_avg_sq
+    _check_kernel_arrays(param, arrays)
+    check_adam_args("adam_step_numba", param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                    beta1, beta2, step)
+    _run_adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr=lr, beta1=beta1,
+              beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+              maximize=maximize, step=step)
+
+
+def _run_adam(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, beta1, beta2, eps,
+              weight_decay, decoupled, maximize, step):
+    """The kernel call, on arrays already checked (``adam_step_numba``, ``adam_step_``)."""
     f = param.dtype.type        # every scalar in the parameter's dtype, as NumPy's path
     decay, wd = (f(1.0 - lr * weight_decay), f(0)) if decoupled else (f(1), f(weight_decay))
     amsgrad = max_exp_avg_sq is not None
@@ -85,9 +132,13 @@ def adam_step_numba(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, *, lr, bet
 def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, **hyper):
     """The kernel where it can walk every array as a flat vector (NumPy arrays of one
     float dtype, all C-contiguous, ``enabled``), else the reference; keyword arguments
-    as ``adam_step_ref``."""
+    as ``adam_step_ref``.  Shapes, betas and ``step`` are checked first
+    (``check_adam_args``): the kernel reads without bounds checks."""
+    check_adam_args("adam_step_", param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                    hyper["beta1"], hyper["beta2"], hyper["step"])
     arrays = [a for a in (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq) if a is not None]
     fused = (param.dtype.kind == "f" and enabled(*arrays)
-             and all(a.dtype == param.dtype and a.flags.c_contiguous for a in arrays))
-    (adam_step_numba if fused else adam_step_ref)(param, grad, exp_avg, exp_avg_sq,
-                                                  max_exp_avg_sq, **hyper)
+             and all(a.dtype == param.dtype and a.flags.c_contiguous for a in arrays)
+             and all(a.flags.writeable for a in arrays if a is not grad))
+    (_run_adam if fused else adam_step_ref)(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
+                                            **hyper)

@@ -49,14 +49,28 @@ def _axpby(y, b, x, a):
         y[i] = b * y[i] + a * x[i]
 
 
+def _takes(y, x):
+    """C-contiguous float32/float64 NumPy arrays of one shape and dtype, ``y`` writeable:
+    what the kernel relies on (it walks both as flat vectors of ``y.size``)."""
+    return (isinstance(y, np.ndarray) and isinstance(x, np.ndarray) and y.dtype == x.dtype
+            and y.dtype in (np.float32, np.float64) and y.shape == x.shape
+            and y.flags.c_contiguous and x.flags.c_contiguous and y.flags.writeable)
+
+
 def fits(y, x):
-    """Whether the kernel takes ``y`` and ``x``."""
-    return (enabled(y, x) and y.dtype == x.dtype and y.dtype in (np.float32, np.float64)
-            and y.shape == x.shape and y.flags.c_contiguous and x.flags.c_contiguous)
+    """Whether the kernel takes ``y`` and ``x`` (and Numba is on)."""
+    return enabled(y, x) and _takes(y, x)
 
 
 def axpby_numba(y, b, x, a):
-    """``axpby_ref`` as one Numba pass (arrays that ``fits`` takes)."""
+    """``axpby_ref`` as one Numba pass (arrays that ``fits`` takes; anything else raises:
+    the kernel reads ``x`` over all of ``y`` without bounds checks, and a non-contiguous
+    ``y`` would be updated in a copy)."""
+    if not _takes(y, x):
+        got = ", ".join(f"{n} {getattr(v, 'shape', type(v).__name__)} "
+                        f"{getattr(v, 'dtype', '')}" for n, v in (("y", y), ("x", x)))
+        raise ValueError("axpby_numba: y and x must be C-contiguous float32/float64 NumPy "
+                         f"arrays of one shape and dtype, y writeable; got {got}")
     t = y.dtype.type
     b, a = t(b), t(a)
     _runner.run(lambda yp, xp: _axpby(yp, b, xp, a), y.reshape(-1), x.reshape(-1))

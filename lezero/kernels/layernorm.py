@@ -61,7 +61,13 @@ def layer_norm_grad_ref(x, gy, weight, mean, rstd, center=True):
 # ----- Numba kernels ------------------------------------------------------------------------
 
 
-@jit(cache=True, fastmath=True)
+# fastmath without "nnan"/"ninf": a NaN or inf row must give NaN (as PyTorch), which LLVM
+# may not assume away; "reassoc" is what lets the row sums vectorise.  error_model numpy:
+# 1 / sqrt(0) is inf (a constant row with eps=0), never a ZeroDivisionError.
+_FLAGS = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+@jit(cache=True, fastmath=_FLAGS, error_model="numpy")
 def _forward(x, weight, bias, eps, center, y, mean, rstd):
     rows, d = x.shape
     zero = y.dtype.type(0)
@@ -90,7 +96,7 @@ def _forward(x, weight, bias, eps, center, y, mean, rstd):
 FOLD_ROWS = 64     # rows whose weight/bias gradients sum in x's dtype before float64
 
 
-@jit(cache=True, fastmath=True)
+@jit(cache=True, fastmath=_FLAGS, error_model="numpy")
 def _backward(x, gy, weight, mean, rstd, center, gx, gweight, gbias, part_w, part_b):
     rows, d = x.shape
     dtype = gx.dtype.type
@@ -127,10 +133,41 @@ def _rows(a, d):
     return np.ascontiguousarray(a).reshape(-1, d)
 
 
+def _check(where, x, weight, bias=None, gy=None, stats=(None, None)):
+    """What the kernels rely on (they index without bounds checks): x a float32/float64
+    NumPy array of rows of ``d = weight.size`` values (d > 0); ``bias`` with d values;
+    ``gy`` of x's shape; the saved ``stats`` (mean, rstd) one entry per row; all floating
+    NumPy arrays.  Returns d."""
+    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{where}: x must be a float32 or float64 NumPy array, got "
+                        f"{getattr(x, 'dtype', type(x).__name__)}")
+    if not isinstance(weight, np.ndarray) or weight.dtype.kind != "f":
+        raise TypeError(f"{where}: weight must be a floating NumPy array, got "
+                        f"{getattr(weight, 'dtype', type(weight).__name__)}")
+    d = weight.size
+    if d == 0 or x.size % d:
+        raise ValueError(f"{where}: x of shape {x.shape} must be rows of weight.size = {d} "
+                         "values (weight non-empty)")
+    rows = x.size // d
+    wants = [("bias", bias, d, "size"),
+             ("gy", gy, x.shape, "shape"), ("mean", stats[0], (rows,), "shape"),
+             ("rstd", stats[1], (rows,), "shape")]
+    for name, a, want, attr in wants:
+        if a is None:
+            continue
+        if not isinstance(a, np.ndarray) or a.dtype.kind != "f":
+            raise TypeError(f"{where}: {name} must be a floating NumPy array, got "
+                            f"{getattr(a, 'dtype', type(a).__name__)}")
+        if getattr(a, attr) != want:
+            raise ValueError(f"{where}: {name} must have {attr} {want} for x of shape "
+                             f"{x.shape} ({d} values per row), got shape {a.shape}")
+    return d
+
+
 def layer_norm_numba(x, weight, bias, eps, center=True):
     """Normalise the last ``weight.size`` values of x: returns (y, mean, rstd), the last two
     with one entry per row.  ``weight``/``bias`` are 1-D (ones/zeros when absent)."""
-    d = weight.size
+    d = _check("layer_norm_numba", x, weight, bias=bias)
     x2 = _rows(x, d)
     y = np.empty(x2.shape, x.dtype)
     mean = np.empty(x2.shape[0], x.dtype)
@@ -141,7 +178,7 @@ def layer_norm_numba(x, weight, bias, eps, center=True):
 
 def layer_norm_grad_numba(x, gy, weight, mean, rstd, center=True):
     """(gx, gweight, gbias) from the saved per-row mean and rstd."""
-    d = weight.size
+    d = _check("layer_norm_grad_numba", x, weight, gy=gy, stats=(mean, rstd))
     x2 = _rows(x, d)
     gx = np.empty(x2.shape, x.dtype)
     gweight = np.zeros(d, np.float64)

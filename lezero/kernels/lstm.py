@@ -182,13 +182,56 @@ def _cell_grad(g, tanh_c, c_prev, gy, dh, dc, dg):
                        dh[n], dc[n], gy[n])
 
 
+_F32 = np.dtype(np.float32)
+
+
+def check_cell_arrays(where, wide, narrow):
+    """What the step kernels rely on (they index without bounds checks): float32 NumPy
+    arrays (the upstream gradient ``gy`` may be any float), each of ``narrow`` (name,
+    array) pairs (B, H) like the first, each of ``wide`` (B, 4H).  TypeError for a kind or
+    dtype, ValueError for a shape, naming the array.  Called once per time step, so the
+    common case is a few identity and tuple comparisons."""
+    shape = getattr(narrow[0][1], "shape", None)
+    if shape is not None and len(shape) == 2:
+        big = (shape[0], 4 * shape[1])
+        if all(type(a) is np.ndarray and a.dtype is _F32 and a.shape == big
+               for _, a in wide) and all(type(a) is np.ndarray and a.dtype is _F32
+                                         and a.shape == shape for _, a in narrow):
+            return
+    _check_cell_slowly(where, wide, narrow)
+
+
+def _check_cell_slowly(where, wide, narrow):
+    """``check_cell_arrays`` one array at a time, to name the one that is wrong."""
+    first_name, first = narrow[0]
+    if getattr(first, "ndim", None) != 2:
+        raise ValueError(f"{where}: {first_name} must be a 2-D (B, H) array, got shape "
+                         f"{getattr(first, 'shape', type(first).__name__)}")
+    rows, hidden = first.shape
+    for (name, a), shape in [(w, (rows, 4 * hidden)) for w in wide] + \
+            [(n, (rows, hidden)) for n in narrow]:
+        if not isinstance(a, np.ndarray) or a.dtype != np.float32 and (
+                name != "gy" or a.dtype.kind != "f"):
+            raise TypeError(f"{where}: {name} must be a float32 NumPy array, got "
+                            f"{getattr(a, 'dtype', type(a).__name__)}")
+        if a.shape != shape:
+            raise ValueError(f"{where}: {name} must have shape {shape} (B = {rows}, H = "
+                             f"{hidden} from {first_name}), got {a.shape}")
+
+
 def lstm_cell_numba(g, hw, c, c_prev, tanh_c, y, h, h_prev):
     """``lstm_cell_ref`` as one float32 Numba pass (same arguments, same effects)."""
+    check_cell_arrays("lstm_cell_numba", [("g", g), ("hw", hw)],
+                      [("c", c), ("c_prev", c_prev), ("tanh_c", tanh_c), ("y", y), ("h", h),
+                       ("h_prev", h_prev)])
     _cell(g, hw, c, c_prev, tanh_c, y, h, h_prev)
 
 
 def lstm_cell_grad_numba(g, tanh_c, c_prev, gy, dh, dc, dg):
     """``lstm_cell_grad_ref`` as one float32 Numba pass (same arguments, same effects)."""
+    check_cell_arrays("lstm_cell_grad_numba", [("g", g), ("dg", dg)],
+                      [("dh", dh), ("tanh_c", tanh_c), ("c_prev", c_prev), ("gy", gy),
+                       ("dc", dc)])
     _cell_grad(g, tanh_c, c_prev, gy, dh, dc, dg)
 
 

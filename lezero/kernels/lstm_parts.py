@@ -31,7 +31,7 @@ from lezero.kernels import enabled, jit
 from lezero.kernels.atomics import arrive_and_wait
 from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from lezero.kernels.fastexp import FAST
-from lezero.kernels.lstm import _cell_grad_row, _cell_row
+from lezero.kernels.lstm import _cell_grad_row, _cell_row, check_cell_arrays
 from lezero.kernels.threads import run_parts, threads_for
 
 # A chunk's share of a step's product below this many flops (~15 us of one core) is not
@@ -112,6 +112,36 @@ def _steps(steps):
     return offs, np.array([bs for _, bs in steps], dtype=np.int64)
 
 
+def _check(where, rows_like, state, w_hh, steps, parts, contiguous):
+    """What the chunk kernels rely on (they index and hand raw pointers to BLAS without
+    bounds checks): ``w_hh`` float32 (4H, H); ``rows_like`` (name, array) pairs, the
+    first (rows, 4H) and the rest (rows, H); ``state`` (name, array) pairs (B, H); every
+    step (offset, size) inside the rows with 1 <= size <= B; 1 <= parts <= H; the arrays
+    named in ``contiguous`` C-contiguous."""
+    if not isinstance(w_hh, np.ndarray) or w_hh.dtype != np.float32 or w_hh.ndim != 2 \
+            or w_hh.shape[0] != 4 * w_hh.shape[1]:
+        raise ValueError(f"{where}: w_hh must be a float32 (4H, H) array, got "
+                         f"{getattr(w_hh, 'shape', type(w_hh).__name__)}")
+    hidden = w_hh.shape[1]
+    (wide_name, wide), narrow = rows_like[0], rows_like[1:]
+    rows = wide.shape[0] if getattr(wide, "ndim", 0) == 2 else -1
+    check_cell_arrays(where, [], state)
+    check_cell_arrays(where, [(wide_name, wide)], narrow)
+    batch, width = state[0][1].shape
+    if width != hidden or narrow[0][1].shape[1] != hidden:
+        raise ValueError(f"{where}: the states and saved arrays must have H = {hidden} "
+                         f"columns (w_hh), got {state[0][1].shape} and {narrow[0][1].shape}")
+    for off, size in steps:
+        if not (1 <= size <= batch and 0 <= off and off + size <= rows):
+            raise ValueError(f"{where}: step (offset {off}, size {size}) is outside the "
+                             f"{rows} rows or the batch of {batch}")
+    if not 1 <= parts <= hidden:
+        raise ValueError(f"{where}: parts must be in [1, {hidden}], got {parts}")
+    for name, a in rows_like + state + [("w_hh", w_hh)]:
+        if name in contiguous and not a.flags.c_contiguous:
+            raise ValueError(f"{where}: {name} must be C-contiguous")
+
+
 def _weight_parts(w_hh, bounds):
     """Per chunk, its four gates' rows of ``w_hh`` stacked: (parts, 4 * widest, H)."""
     hidden = w_hh.shape[1]
@@ -130,6 +160,9 @@ def forward(gates, w_hh, h, c, steps, parts, saved):
     in place; ``h`` and ``c`` (B, H) advanced to the last state; ``saved`` = (c_prev,
     tanh_c, y, h_prev), each (rows, H), filled.  ``steps``: (offset, batch size) pairs in
     the order to run them."""
+    _check("lstm_parts.forward", [("gates", gates)] + list(zip(
+        ("c_prev", "tanh_c", "y", "h_prev"), saved)), [("h", h), ("c", c)], w_hh, steps,
+        parts, ())
     bounds = chunks(w_hh.shape[1], parts)
     hbuf = np.empty((2,) + h.shape, dtype=h.dtype)
     hbuf[0] = h
@@ -147,6 +180,12 @@ def backward(gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, steps, parts):
     gate gradients, ``dh`` += the output gradients and products of every step but the
     first one run, ``dc`` the cell gradient; the caller finishes with ``dh = d_first @
     w_hh``."""
+    _check("lstm_parts.backward", [("gates", gates), ("tanh_c", tanh_c), ("c_prev", c_prev),
+                                   ("gy", gy)], [("dh", dh), ("dc", dc)], w_hh, steps, parts,
+           ("w_hh", "dh"))
+    check_cell_arrays("lstm_parts.backward", [("d", d)], [("tanh_c", tanh_c)])
+    if not d.flags.c_contiguous:
+        raise ValueError("lstm_parts.backward: d must be C-contiguous")
     offs, sizes = _steps(steps)
     bounds = chunks(w_hh.shape[1], parts)
     counter, gemm = np.zeros(1, dtype=np.int64), sgemm()

@@ -8,6 +8,7 @@ with ``torch.optim`` to rounding.
 from lezero import cuda
 from lezero.kernels import adam as adam_kernels
 from lezero.optim.optimizer import Optimizer, effective_grad, init_state, lerp_, square_avg_
+from lezero.optim.state_checks import COUNT, FRACTION, PARAM
 
 
 class _AdamBase(Optimizer):
@@ -39,6 +40,10 @@ class Adam(_AdamBase):
     ``weight_decay`` adds ``wd * p`` to the gradient (L2) unless
     ``decoupled_weight_decay=True``, which makes it AdamW.
     """
+
+    state_spec = {"step": COUNT, "exp_avg": PARAM, "exp_avg_sq": PARAM,
+                  "max_exp_avg_sq": PARAM}
+    required_state = ("step", "exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
@@ -82,6 +87,9 @@ class Adamax(_AdamBase):
         p -= lr / (1 - beta1^t) * m / u
     """
 
+    state_spec = {"step": COUNT, "exp_avg": PARAM, "exp_inf": PARAM}
+    required_state = ("step", "exp_avg", "exp_inf")
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, *,
                  maximize=False):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
@@ -117,6 +125,9 @@ class NAdam(_AdamBase):
         p -= lr (1 - mu_t) / (1 - prod mu_1..t) * g / d
            + lr mu_{t+1} / (1 - prod mu_1..t+1) * m / d,   d = sqrt(v / (1 - beta2^t)) + eps
     """
+
+    state_spec = {"step": COUNT, "mu_product": FRACTION, "exp_avg": PARAM, "exp_avg_sq": PARAM}
+    required_state = ("step", "mu_product", "exp_avg", "exp_avg_sq")
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, maximize=False):

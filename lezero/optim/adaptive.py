@@ -3,6 +3,7 @@ Adadelta (PyTorch's update order and eps placement)."""
 from lezero import cuda
 from lezero.optim.optimizer import (Optimizer, add_scaled, effective_grad, init_state, lerp_,
                                     square_avg_)
+from lezero.optim.state_checks import COUNT, PARAM
 
 
 class _SquaredHistory(Optimizer):
@@ -22,6 +23,9 @@ class Adagrad(_SquaredHistory):
 
     As in PyTorch, the state (``step`` and ``sum``) exists from construction on.
     """
+
+    state_spec = {"step": COUNT, "sum": PARAM}
+    required_state = ("step", "sum")
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0,
                  initial_accumulator_value=0, eps=1e-10, *, maximize=False):
@@ -71,6 +75,10 @@ class RMSprop(_SquaredHistory):
         buf = momentum buf + g / a;  p -= lr buf     (momentum > 0)
         p -= lr g / a                                (otherwise)
     """
+
+    state_spec = {"step": COUNT, "square_avg": PARAM, "momentum_buffer": PARAM,
+                  "grad_avg": PARAM}
+    required_state = ("step", "square_avg")
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, *, maximize=False):
@@ -122,6 +130,9 @@ class Adadelta(_SquaredHistory):
         u = rho u + (1 - rho) delta^2
         p -= lr delta
     """
+
+    state_spec = {"step": COUNT, "square_avg": PARAM, "acc_delta": PARAM}
+    required_state = ("step", "square_avg", "acc_delta")
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, *, maximize=False):
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,

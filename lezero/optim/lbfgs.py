@@ -15,6 +15,7 @@ from lezero import cuda
 from lezero.core import enable_grad
 from lezero.optim.line_search import strong_wolfe
 from lezero.optim.optimizer import Optimizer
+from lezero.optim.state_checks import COUNT, FLAT, FLAT_LIST, REAL, REAL_LIST
 from lezero.utils.checks import check_callable, check_choice, check_int
 
 __all__ = ["LBFGS"]
@@ -30,6 +31,12 @@ class LBFGS(Optimizer):
     (its trial steps count against ``max_eval``, as in torch 2.x).
     One parameter group only, as in PyTorch.
     """
+
+    # The history lives under the first parameter; its vectors span every parameter.
+    state_spec = {"func_evals": COUNT, "n_iter": COUNT, "d": FLAT, "t": REAL,
+                  "old_dirs": FLAT_LIST, "old_stps": FLAT_LIST, "ro": REAL_LIST,
+                  "H_diag": REAL, "prev_flat_grad": FLAT, "prev_loss": REAL}
+    _HISTORY = ("d", "t", "old_dirs", "old_stps", "ro", "H_diag", "prev_flat_grad")
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None):
@@ -52,6 +59,27 @@ class LBFGS(Optimizer):
     def _check_group(self, group, index):
         super()._check_group(group, index)
         self._require_nonnegative(group, index, "tolerance_grad", "tolerance_change")
+        for key in ("max_iter", "max_eval", "history_size"):
+            check_int("LBFGS", key, group[key], low=1)
+        if group["line_search_fn"] is not None:
+            check_choice("LBFGS", "line_search_fn", group["line_search_fn"], ("strong_wolfe",))
+
+    def _check_loaded(self, state, groups):
+        """A resumed history (``n_iter`` > 0) needs every part, its three lists of one
+        length, at most ``history_size``."""
+        where = "LBFGS.load_state_dict: the state of parameter 0"
+        for entry in state.values():
+            if not entry.get("n_iter"):
+                continue
+            missing = [k for k in self._HISTORY if k not in entry]
+            if missing:
+                raise ValueError(f"{where} has n_iter={entry['n_iter']} but no {missing[0]!r}")
+            sizes = {len(entry[k]) for k in ("old_dirs", "old_stps", "ro")}
+            limit = groups[0]["history_size"]
+            if len(sizes) != 1 or sizes.pop() > limit:
+                raise ValueError(f"{where}: 'old_dirs', 'old_stps' and 'ro' must have one "
+                                 f"length of at most history_size={limit}, got lengths "
+                                 f"{[len(entry[k]) for k in ('old_dirs', 'old_stps', 'ro')]}")
 
     # ----- the parameters as one flat vector ----------------------------------------
     def _xp(self):

@@ -1,6 +1,7 @@
 """Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms")."""
 from lezero import cuda
 from lezero.optim.optimizer import Optimizer, effective_grad, init_state, lerp_
+from lezero.optim.state_checks import PARAM
 
 
 class Lion(Optimizer):
@@ -14,6 +15,9 @@ class Lion(Optimizer):
     3-10x smaller than AdamW's and a correspondingly larger ``weight_decay``.  Only one
     buffer (``exp_avg``) is kept per parameter.
     """
+
+    state_spec = {"exp_avg": PARAM}
+    required_state = ("exp_avg",)
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0, *, maximize=False):
         defaults = dict(lr=lr, betas=tuple(betas), weight_decay=weight_decay,

@@ -17,7 +17,8 @@ import warnings
 from bisect import bisect_right
 
 from lezero.optim.optimizer import Optimizer
-from lezero.utils.checks import check_bool, check_choice, check_int, check_number
+from lezero.optim.scheduler_state import check_scheduler_state
+from lezero.utils.checks import check_bool, check_choice, check_int, check_number, describe
 
 
 def _per_group(name, optimizer, value, number=None):
@@ -113,8 +114,9 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
-        """Restore the attributes from ``state_dict()``."""
-        self.__dict__.update(state_dict)
+        """Restore the attributes from ``state_dict()``: only those this scheduler has,
+        each of the kind it has (``scheduler_state``); missing ones keep their values."""
+        self.__dict__.update(check_scheduler_state(self, state_dict))
 
 
 class LambdaLR(LRScheduler):
@@ -140,12 +142,23 @@ class LambdaLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
-        state = dict(state_dict)
-        saved = state.pop("lr_lambdas", None) or []
+        state = check_scheduler_state(self, state_dict, skip=("lr_lambdas",))
+        saved = state_dict.get("lr_lambdas") or []
+        if not isinstance(saved, (list, tuple)) or len(saved) > len(self.lr_lambdas) or any(
+                a is not None and not (isinstance(a, dict) and all(map(_is_name, a)))
+                for a in saved):
+            raise ValueError("LambdaLR.load_state_dict: lr_lambdas must be a list of at most "
+                             f"{len(self.lr_lambdas)} entries, each None or a dict of "
+                             "attribute names")
         self.__dict__.update(state)
         for fn, attrs in zip(self.lr_lambdas, saved):
             if attrs is not None:
                 fn.__dict__.update(attrs)
+
+
+def _is_name(key):
+    """An attribute name a callable object's state may set (not a dunder)."""
+    return isinstance(key, str) and key.isidentifier() and not key.startswith("__")
 
 
 def _is_plain_function(fn):
@@ -316,8 +329,16 @@ class SequentialLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
-        state = dict(state_dict)
-        inner = state.pop("_schedulers")
+        state = check_scheduler_state(self, state_dict, skip=("_schedulers",))
+        inner = state_dict.get("_schedulers", [])
+        if not isinstance(inner, (list, tuple)) or len(inner) != len(self._schedulers):
+            raise ValueError(f"SequentialLR.load_state_dict: _schedulers must hold "
+                             f"{len(self._schedulers)} state dicts, got {describe(inner)}")
+        if len(state.get("_milestones", self._milestones)) != len(self._milestones):
+            raise ValueError(f"SequentialLR.load_state_dict: _milestones must hold "
+                             f"{len(self._milestones)} epochs, got {state['_milestones']}")
+        for s, sd in zip(self._schedulers, inner):     # all checked before any is set
+            check_scheduler_state(s, sd, skip=("lr_lambdas", "_schedulers"))
         self.__dict__.update(state)
         for s, sd in zip(self._schedulers, inner):
             s.load_state_dict(sd)

@@ -11,20 +11,15 @@ A subclass writes ``_update(p, g, state, group)`` for one parameter; the base cl
 the groups and hands it the gradient array.
 """
 import inspect
-import math
-
-import numpy as np
 
 from lezero import cuda
 from lezero.kernels import axpy
 from lezero.core import Variable, enable_grad
+from lezero.optim.state_checks import check_state_dict
 from lezero.utils.checks import check_bool, check_number, check_type
 
 # Pass as a default (``defaults={"lr": required}``) for an option every group must set.
 required = object()
-
-# State entries that LeZero keeps as Python numbers (PyTorch keeps them as 0-d tensors).
-SCALAR_STATE = {"step", "mu_product"}
 
 
 class Optimizer:
@@ -34,6 +29,12 @@ class Optimizer:
     dicts (param groups) each with a ``'params'`` entry and optional per-group options;
     ``defaults`` fills in the options a group leaves out.
     """
+
+    # The state each update rule reads, checked by load_state_dict: key -> a kind from
+    # ``state_checks`` (PARAM: an array of the parameter's shape; COUNT: ``step`` ...), and
+    # the keys a non-empty loaded state must have.
+    state_spec = {}
+    required_state = ()
 
     def __init__(self, params, defaults):
         self.defaults = dict(defaults)
@@ -218,43 +219,18 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Restore a ``state_dict`` (from LeZero or PyTorch) into this optimizer.
 
-        Groups are matched by position and must list as many parameters as ours.  State
+        Groups are matched by position and must list as many parameters as ours.  Every
+        entry is checked first (``state_checks``): the state a rule reads must have the
+        parameter's shape (counters: numbers), options pass the constructor's checks.  State
         arrays are copied onto each parameter's device; floating ones take its dtype.
         """
-        name = type(self).__name__
-        try:
-            saved_groups = state_dict["param_groups"]
-            saved_state = state_dict["state"]
-        except (KeyError, TypeError):
-            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
-                             f"'param_groups', got {type(state_dict).__name__}") from None
-        if len(saved_groups) != len(self.param_groups):
-            raise ValueError(f"{name}.load_state_dict: the state dict has {len(saved_groups)} "
-                             f"parameter groups, this optimizer has {len(self.param_groups)}")
-        by_id = {}
-        for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
-            if len(saved["params"]) != len(group["params"]):
-                raise ValueError(f"{name}.load_state_dict: param group {i} holds "
-                                 f"{len(saved['params'])} parameters in the state dict but "
-                                 f"{len(group['params'])} in this optimizer")
-            by_id.update(zip((int(k) for k in saved["params"]), group["params"]))
-        state = {}
-        for key, value in saved_state.items():
-            p = by_id.get(int(key))
-            if p is None:
-                raise ValueError(f"{name}.load_state_dict: state for parameter {key!r} has no "
-                                 "matching parameter in the param groups")
-            state[p] = {k: _state_value(k, v, p.data) for k, v in value.items()}
-        groups = []
-        for saved, group in zip(saved_groups, self.param_groups):
-            # saved options win; options the saved dict lacks (an older or PyTorch state
-            # dict) keep their current values
-            new = {k: v for k, v in group.items() if k != "params"}
-            new.update((k, _copy_option(v)) for k, v in saved.items() if k != "params")
-            new["params"] = group["params"]
-            groups.append(new)
+        state, groups = check_state_dict(self, state_dict)
+        self._check_loaded(state, groups)
         self.state = state
         self.param_groups = groups
+
+    def _check_loaded(self, state, groups):
+        """Checks across a loaded state's entries (LBFGS's history); raise to refuse."""
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -279,36 +255,6 @@ def _plain(value):
         return float(value)      # NumPy scalars, 0-d arrays, one-element Variables
     except (TypeError, ValueError):
         return value
-
-
-def _copy_option(value):
-    if isinstance(value, list):
-        return [_copy_option(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_copy_option(v) for v in value)
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return value.item()      # PyTorch keeps lr as a tensor at times; we keep numbers
-    return value
-
-
-def _state_value(key, value, like):
-    """A loaded state entry ready for ``like``'s device: scalars become Python numbers
-    (LeZero keeps counters such as ``step`` as numbers), arrays are copied, floating ones
-    in ``like``'s dtype."""
-    if isinstance(value, Variable):
-        value = value.data
-    if isinstance(value, cuda.array_types()) or isinstance(value, np.generic):
-        if key in SCALAR_STATE and value.size == 1:
-            value = value.item()
-        else:
-            xp = cuda.get_array_module(like)
-            dtype = like.dtype if value.dtype.kind == "f" else value.dtype
-            if xp is np:
-                return np.array(cuda.as_numpy(value), dtype=dtype, copy=True)
-            return xp.array(value, dtype=dtype)
-    if key == "step" and isinstance(value, float) and value.is_integer() and math.isfinite(value):
-        return int(value)
-    return value
 
 
 # ----- helpers the update rules share ----------------------------------------------------

@@ -2,6 +2,7 @@
 from lezero import cuda
 from lezero.kernels import axpy
 from lezero.optim.optimizer import Optimizer, add_scaled, effective_grad
+from lezero.optim.state_checks import PARAM_OR_NONE
 
 
 class SGD(Optimizer):
@@ -14,6 +15,8 @@ class SGD(Optimizer):
         g = g + momentum * buf  (nesterov)   or   g = buf
         p = p - lr * g
     """
+
+    state_spec = {"momentum_buffer": PARAM_OR_NONE}     # PyTorch may store None
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0,
                  nesterov=False, maximize=False):

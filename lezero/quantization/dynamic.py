@@ -20,6 +20,7 @@ from lezero.quantization import reference as R
 from lezero.quantization.modules import quantize_weight
 from lezero.quantization.qconfig import default_weight_observer
 from lezero.quantization.qparams import calculate_qparams
+from lezero.utils.checks import check_float_array
 
 __all__ = ["DynamicQuantizedLinear", "DynamicQuantLinear", "DynamicQuantLSTM",
            "quantize_dynamic"]
@@ -152,7 +153,32 @@ class DynamicQuantLSTM(Module):
             outs[t] = h
         return F.stack(outs, axis=0), h, c
 
+    def _check(self, input, hx):
+        """The checks ``nn.LSTM`` makes, before any product runs: a float (T, N, I) /
+        (N, T, I) / (T, I) input and, when given, ``hx = (h_0, c_0)`` of the state's shape.
+        A PackedSequence is refused (this layer runs padded batches only)."""
+        where = "DynamicQuantLSTM"
+        if isinstance(input, F.PackedSequence):
+            raise TypeError(f"{where}: input is a PackedSequence, which this layer does not "
+                            "take; pad it first (pad_packed_sequence)")
+        arr = check_float_array(where, "input", input)
+        if arr.ndim not in (2, 3) or arr.shape[-1] != self.input_size or 0 in arr.shape:
+            raise ValueError(f"{where}: input must be a non-empty (T, N, {self.input_size}) "
+                             f"(batch_first: (N, T, {self.input_size})) or (T, "
+                             f"{self.input_size}) array, got shape {arr.shape}")
+        if hx is None:
+            return
+        if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+            raise TypeError(f"{where}: hx must be a tuple (h_0, c_0) or None, got "
+                            f"{type(hx).__name__}")
+        n = 1 if arr.ndim == 2 else arr.shape[0 if self.batch_first else 1]
+        want = (self.num_layers * self.directions, n, self.hidden_size)
+        want = want[::2] if arr.ndim == 2 else want
+        for name, h in zip(("h_0", "c_0"), hx):
+            check_float_array(where, name, h, shape=want)
+
     def forward(self, input, hx=None):
+        self._check(input, hx)
         x = input if isinstance(input, Variable) else Variable(input, requires_grad=False)
         unbatched = x.ndim == 2
         if unbatched:

@@ -53,7 +53,7 @@ def _with_batch_stats(input, axes, eps, param_shape, weight, bias, running, mome
     turning a statistic into one value per channel (the variance made unbiased with
     ``count`` elements per statistic)."""
     params, flags = param_inputs(weight, bias)
-    f = Normalize(axes, eps, param_shape=param_shape, **flags)
+    f = Normalize(axes, eps, param_shape=param_shape, zero_var_rstd=True, **flags)
     y = f(input, *params)
     rm, rv = running
     mean, var = f.batch_stats()
@@ -68,7 +68,8 @@ def _eval_affine(input, running_mean, running_var, weight, bias, eps, param_shap
     """Normalise with fixed statistics: an affine map x * scale + shift per channel."""
     xp = xp_of(running_var)
     x = as_variable(input)
-    inv = as_variable((1 / xp.sqrt(running_var + eps)).astype(x.dtype))
+    with np.errstate(divide="ignore"):      # a zero variance with eps=0: inf, as PyTorch
+        inv = as_variable((1 / xp.sqrt(running_var + eps)).astype(x.dtype))
     scale = inv if weight is None else weight * inv
     shift = as_variable(-running_mean.astype(x.dtype)) * scale
     if bias is not None:
@@ -95,6 +96,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if not training:
         return _with_running_stats(op, "training=False", input, rm, rv, weight, bias, eps,
                                    param_shape)
+    if eps <= 0:
+        raise ValueError(f"{op}: eps must be positive when training (as in PyTorch), got "
+                         f"{eps}")
     n_ch = x.shape[1]
     count = x.size // max(n_ch, 1)
     if count <= 1:

@@ -44,7 +44,7 @@ class Normalize(Function):
     """
 
     def __init__(self, axes, eps, view=None, param_shape=None, has_weight=False,
-                 has_bias=False, center=True, trailing=False):
+                 has_bias=False, center=True, trailing=False, zero_var_rstd=False):
         self.axes = tuple(axes)
         self.eps = eps
         self.view = view
@@ -56,17 +56,23 @@ class Normalize(Function):
         # RMS norm): the Numba kernel in lezero.kernels.layernorm can run it.
         self.trailing = trailing
         self.use_kernel = False
+        # PyTorch's batch/instance norm: with eps == 0 a zero variance gives rstd 0 (an
+        # output of 0), where layer and group norm give 1 / sqrt(0) = inf (NaN).
+        self.zero_var_rstd = zero_var_rstd and eps == 0
 
     # ----- forward -------------------------------------------------------------------
     def forward(self, x, *params):
         weight = params[0] if self.has_weight else None
         bias = params[-1] if self.has_bias else None
-        self.use_kernel = self.trailing and x.dtype in _KERNEL_DTYPES and kernels.enabled(x)
+        self.use_kernel = (self.trailing and x.dtype in _KERNEL_DTYPES and x.size > 0
+                           and kernels.enabled(x))
         if self.use_kernel:
             w, b = self._kernel_params(x, weight, bias)
             y, self.mean, self.rstd = layernorm.layer_norm(x, w, b, self.eps, self.center)
             return y
-        return self._array_forward(x, weight, bias)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # a NaN/inf row, or a constant one with eps=0, gives NaN (PyTorch's result)
+            return self._array_forward(x, weight, bias)
 
     def _array_forward(self, x, weight, bias):
         xp = xp_of(x)
@@ -81,6 +87,8 @@ class Normalize(Function):
         rstd = self.var + x.dtype.type(self.eps)
         xp.sqrt(rstd, out=rstd)
         xp.reciprocal(rstd, out=rstd)
+        if self.zero_var_rstd:
+            rstd[self.var == 0] = 0
         self.rstd = rstd
         xhat *= rstd
         xhat = xhat.reshape(x.shape)
@@ -104,12 +112,15 @@ class Normalize(Function):
 
     # ----- backward ------------------------------------------------------------------
     def backward(self, gy):
-        if get_config().enable_backprop:          # create_graph: a differentiable graph
-            return self._graph_backward(gy)
-        return self._array_backward(gy.data)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if get_config().enable_backprop:      # create_graph: a differentiable graph
+                return self._graph_backward(gy)
+            return self._array_backward(gy.data)
 
-    def _count(self, shape):
-        return math.prod(shape[a] for a in self.axes)
+    def _inv_count(self, shape):
+        """1 / the number of values each statistic covers (0 for none: empty axes)."""
+        n = math.prod(shape[a] for a in self.axes)
+        return 1.0 / n if n else 0.0
 
     def _param_grads(self, gy, xhat, sum_to_shape, reshape_fn):
         """[gweight][, gbias] for whichever of them is an input (None if not needed)."""
@@ -134,7 +145,7 @@ class Normalize(Function):
             view = self.view or g.shape
             g = g.reshape(view)
             xh = xhat.reshape(view)
-            inv_n = g.dtype.type(1.0 / self._count(view))
+            inv_n = g.dtype.type(self._inv_count(view))
             proj = (g * xh).sum(axis=self.axes, keepdims=True)
             proj *= inv_n
             if self.center:
@@ -156,11 +167,15 @@ class Normalize(Function):
     def _graph_backward(self, gy):
         x = self.inputs[0]
         view = self.view or x.shape
-        inv_n = 1.0 / self._count(view)
+        inv_n = self._inv_count(view)
         xv = reshape(x, view)
         xc = xv - _sum(xv, axis=self.axes, keepdims=True) * inv_n if self.center else xv
         var = _sum(xc * xc, axis=self.axes, keepdims=True) * inv_n
-        rstd = (var + self.eps) ** -0.5
+        if self.zero_var_rstd:        # rstd 0 where var == 0 (see __init__), no inf * 0
+            zero = (var.data == 0).astype(var.dtype)
+            rstd = (var + (self.eps + zero)) ** -0.5 * (1 - zero)
+        else:
+            rstd = (var + self.eps) ** -0.5
         xhat = xc * rstd
         g = gy * reshape(self.inputs[1], self.param_shape) if self.has_weight else gy
         g = reshape(g, view)

@@ -21,10 +21,13 @@ class ChannelWindowSum(Function):
     def forward(self, x):
         xp = xp_of(x)
         n_ch = x.shape[1]
+        # a window wider than the channels sums the same zeros: pad at most n_ch a side
+        # (size=10**9 would otherwise allocate 10**9 channels of padding)
+        before, after = min(self.before, n_ch), min(self.after, n_ch)
         pad = [(0, 0)] * x.ndim
-        pad[1] = (self.before + 1, self.after)      # +1: a zero in front of the cumsum
+        pad[1] = (before + 1, after)                # +1: a zero in front of the cumsum
         cs = xp.cumsum(xp.pad(x, pad), axis=1)
-        size = self.before + self.after + 1
+        size = before + after + 1
         return cs[:, size:size + n_ch] - cs[:, :n_ch]
 
     def backward(self, gy):

@@ -24,12 +24,65 @@ _LINEAR = {3: "linear", 4: "bilinear", 5: "trilinear"}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "trilinear", "area")
 
 
-def _per_axis(op, name, value, n, kind):
-    """A number or a sequence of ``n`` numbers -> a tuple of n values of ``kind``."""
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value,) * n
-    if len(items) != n or any(isinstance(v, bool) or not isinstance(v, kind) for v in items):
-        raise TypeError(f"{op}: {name} must be a number or a sequence of {n}, got {value!r}")
+# The largest output ``interpolate`` builds (N * C * spatial elements): 2**31 - 1, 8 GiB of
+# float32.  A scale_factor of 1e9 would otherwise ask for more memory than any machine has.
+MAX_OUTPUT_ELEMENTS = 2 ** 31 - 1
+
+
+def _per_axis(op, name, value, n, kind, what):
+    """A number or a sequence of ``n`` numbers -> a tuple of n values of ``kind``
+    (TypeError for another kind, ValueError for another length)."""
+    seq = isinstance(value, (tuple, list))
+    items = tuple(value) if seq else (value,) * n
+    if any(isinstance(v, (bool, np.bool_)) or not isinstance(v, kind) for v in items):
+        raise TypeError(f"{op}: {name} must be {what} or a sequence of {n}, got {value!r}")
+    if len(items) != n:
+        raise ValueError(f"{op}: {name} must give one value per spatial dim ({n}), got "
+                         f"{value!r}")
     return items
+
+
+def _output_size(op, arr, size, scale_factor, recompute):
+    """The checked output spatial size and the scales the resampling uses (None: from the
+    sizes): exactly one of ``size`` / ``scale_factor``, positive finite values, and an
+    output of at most ``MAX_OUTPUT_ELEMENTS``."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: give exactly one of size and scale_factor, got size={size!r}"
+                         f", scale_factor={scale_factor!r}")
+    if recompute is not None and not isinstance(recompute, (bool, np.bool_)):
+        raise TypeError(f"{op}: recompute_scale_factor must be None or a bool, got "
+                        f"{type(recompute).__name__}")
+    n, in_size = arr.ndim - 2, arr.shape[2:]
+    if size is not None:
+        out = tuple(int(o) for o in _per_axis(op, "size", size, n, (int, np.integer),
+                                              "an int"))
+        if min(out) < 1:
+            raise ValueError(f"{op}: size must be positive, got {size!r}")
+        return _bounded(op, arr, out), (None,) * n
+    scales = tuple(float(v) for v in _per_axis(op, "scale_factor", scale_factor, n,
+                                               (int, float, np.number), "a number"))
+    if not all(math.isfinite(v) and v > 0 for v in scales):
+        raise ValueError(f"{op}: scale_factor must be positive and finite, got "
+                         f"{scale_factor!r}")
+    wide = [float(i) * v for i, v in zip(in_size, scales)]
+    if not all(w <= MAX_OUTPUT_ELEMENTS for w in wide):     # before int(): no huge ints
+        raise ValueError(f"{op}: scale_factor {scale_factor!r} makes an output larger than "
+                         f"MAX_OUTPUT_ELEMENTS = {MAX_OUTPUT_ELEMENTS} from spatial size "
+                         f"{in_size}")
+    out = tuple(int(math.floor(w)) for w in wide)
+    if min(out) < 1:
+        raise ValueError(f"{op}: output size {out} must be positive (input spatial size "
+                         f"{in_size}, scale_factor {scale_factor!r})")
+    return _bounded(op, arr, out), ((None,) * n if recompute else scales)
+
+
+def _bounded(op, arr, out):
+    total = math.prod(arr.shape[:2]) * math.prod(out)
+    if total > MAX_OUTPUT_ELEMENTS:
+        raise ValueError(f"{op}: the output would have {total} elements (shape "
+                         f"{arr.shape[:2] + out}), more than MAX_OUTPUT_ELEMENTS = "
+                         f"{MAX_OUTPUT_ELEMENTS}")
+    return out
 
 
 def _source_scale(in_size, out_size, align_corners, scale):
@@ -112,25 +165,8 @@ def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=N
                          f"mode {mode!r}")
     if antialias:
         raise ValueError(f"{op}: antialias=True is not supported")
-    if (size is None) == (scale_factor is None):
-        raise ValueError(f"{op}: give exactly one of size and scale_factor, got size={size!r}"
-                         f", scale_factor={scale_factor!r}")
+    out, scales = _output_size(op, arr, size, scale_factor, recompute_scale_factor)
     n = arr.ndim - 2
-    in_size = arr.shape[2:]
-    if size is not None:
-        out = _per_axis(op, "size", size, n, (int, np.integer))
-        scales = (None,) * n
-    else:
-        scales = _per_axis(op, "scale_factor", scale_factor, n, (int, float, np.number))
-        if any(s <= 0 for s in scales):
-            raise ValueError(f"{op}: scale_factor must be positive, got {scale_factor!r}")
-        out = tuple(int(math.floor(float(i) * float(s))) for i, s in zip(in_size, scales))
-        if recompute_scale_factor:
-            scales = (None,) * n
-    out = tuple(int(o) for o in out)
-    if min(out) < 1:
-        raise ValueError(f"{op}: output size {out} must be positive (input spatial size "
-                         f"{in_size})")
     if mode == "area":
         if n == 3:
             raise ValueError(f"{op}: mode 'area' supports 3-D and 4-D input, got shape "

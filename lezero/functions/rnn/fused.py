@@ -11,7 +11,7 @@ from lezero.core import Variable
 from lezero.functions.common import data_of, mixed_precision, xp_of
 from lezero.functions.registry import register
 from lezero.functions.rnn.layers import ElmanLayer, GRULayer, LSTMLayer
-from lezero.functions.rnn.packed import PackedSequence
+from lezero.functions.rnn.packed import PackedSequence, check_packed
 from lezero.functions.shape import concatenate, get_item, reshape, transpose
 from lezero.functions.stochastic import dropout as _dropout
 from lezero.utils.checks import check_bool, check_float_array, check_int, check_number
@@ -81,7 +81,8 @@ def _sequence(op, input, batch_first):
         if arr.ndim != 2:
             raise ValueError(f"{op}: packed data must be (sum of lengths, input_size), got "
                              f"shape {arr.shape}")
-        batch_sizes = [int(b) for b in input.batch_sizes]
+        # the layers walk the rows by batch_sizes without bounds checks: check them here
+        batch_sizes = check_packed(op, input, "input")[1].tolist()
         return input.data, arr, batch_sizes, batch_sizes[0], False
     arr = check_float_array(op, "input", input)
     if arr.ndim not in (2, 3):

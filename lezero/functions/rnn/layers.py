@@ -37,8 +37,13 @@ class _Recurrence(Function):
     name = "rnn"
     has_cell = False
 
+    gates = 1
+
     def __init__(self, batch_sizes, reverse=False):
         sizes = [int(b) for b in batch_sizes]
+        if not sizes or min(sizes) < 1:
+            raise ValueError(f"{self.name}: batch_sizes must be a non-empty list of positive "
+                             f"ints, got {sizes if len(sizes) <= 20 else len(sizes)}")
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         steps = [(int(offsets[t]), sizes[t]) for t in range(len(sizes))]
         self.steps = steps[::-1] if reverse else steps
@@ -47,8 +52,36 @@ class _Recurrence(Function):
         n_state = 2 if self.has_cell else 1
         x, states = arrays[0], arrays[1:1 + n_state]
         w_ih, w_hh, *bias = arrays[1 + n_state:]
+        self._check_arrays(x, states, w_ih, w_hh, bias)
         return self.run(xp_of(x), x, states, w_ih, w_hh, bias[0] if bias else None,
                         bias[1] if bias else None)
+
+    def _check_arrays(self, x, states, w_ih, w_hh, bias):
+        """What the time loop (and its kernels, which read without bounds checks) relies
+        on, from ``steps`` itself (however this Function was built): every step's rows
+        inside x, its size at most the state's rows; x (sum of batch sizes, I); each state
+        (B, H); w_ih (gates*H, I), w_hh (gates*H, H), biases (gates*H,)."""
+        rows, widest = sum(bs for _, bs in self.steps), max(bs for _, bs in self.steps)
+        batch = states[0].shape[0] if states[0].ndim == 2 else -1
+        for off, bs in self.steps:
+            if not (0 <= off and 1 <= bs <= batch and off + bs <= x.shape[0]):
+                raise ValueError(f"{self.name}: time step (offset {off}, batch size {bs}) "
+                                 f"does not fit x of shape {x.shape} and a state of "
+                                 f"{batch} rows")
+        hidden = w_hh.shape[-1] if w_hh.ndim == 2 else -1
+        width = self.gates * hidden
+        want = {"x": (rows, x.shape[-1]), "w_ih": (width, x.shape[-1]),
+                "w_hh": (width, hidden)}
+        got = {"x": x.shape, "w_ih": w_ih.shape, "w_hh": w_hh.shape}
+        for k, b in enumerate(bias):
+            want[f"bias {k}"], got[f"bias {k}"] = (width,), b.shape
+        for k, h in enumerate(states):
+            want[f"state {k}"], got[f"state {k}"] = (batch, hidden), h.shape
+        for key, shape in want.items():
+            if x.ndim != 2 or tuple(got[key]) != shape:
+                raise ValueError(f"{self.name}: {key} must have shape {shape} (batch_sizes "
+                                 f"sum to {rows}, the widest step is {widest}), got "
+                                 f"{tuple(got[key])}")
 
     def backward(self, *gys):
         if get_config().enable_backprop:
@@ -107,6 +140,7 @@ class LSTMLayer(_Recurrence):
 
     name = "lstm"
     has_cell = True
+    gates = 4
 
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         h0, c0 = states
@@ -164,6 +198,7 @@ class GRULayer(_Recurrence):
     h' = (1 - z) n + z h."""
 
     name = "gru"
+    gates = 3
 
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         (h0,) = states

@@ -18,7 +18,7 @@ from lezero.core import Function, Variable
 from lezero.functions.common import xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import concatenate, reshape
-from lezero.utils.checks import check_array, check_bool
+from lezero.utils.checks import check_array, check_bool, check_int, check_number
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
            "pack_sequence"]
@@ -75,17 +75,56 @@ def _lengths(op, lengths, n):
     return arr.astype(np.int64)
 
 
-def _batch_sizes(op, batch_sizes):
+def _batch_sizes(op, name, batch_sizes):
     """A PackedSequence's batch sizes as a 1-D int64 NumPy array, checked: positive and
     non-increasing."""
     arr = cuda.as_numpy(batch_sizes) if isinstance(batch_sizes, cuda.array_types()) \
         else np.asarray(batch_sizes)
-    if arr.dtype.kind not in "iu":
-        raise TypeError(f"{op}: sequence.batch_sizes must hold ints, got dtype {arr.dtype}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"{op}: {name}.batch_sizes must hold ints, got dtype {arr.dtype}")
     if arr.ndim != 1 or arr.size == 0 or arr.min() < 1 or np.any(np.diff(arr) > 0):
-        raise ValueError(f"{op}: sequence.batch_sizes must be a non-empty, non-increasing "
-                         f"1-D array of positive ints, got {arr.tolist()}")
+        shown = arr.tolist() if arr.size <= 20 else f"shape {arr.shape}"
+        raise ValueError(f"{op}: {name}.batch_sizes must be a non-empty, non-increasing "
+                         f"1-D array of positive ints, got {shown}")
     return arr.astype(np.int64)
+
+
+def _permutation(op, name, indices, n):
+    """``indices`` (or None) as a 1-D int64 permutation of range(n)."""
+    if indices is None:
+        return None
+    arr = cuda.as_numpy(indices)
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"{op}: {name} must hold ints, got dtype {arr.dtype}")
+    if arr.shape != (n,) or not np.array_equal(np.sort(arr), np.arange(n)):
+        shown = arr.tolist() if arr.size <= 20 else f"shape {arr.shape}"
+        raise ValueError(f"{op}: {name} must be a permutation of range({n}) (the "
+                         f"batch size, batch_sizes[0]), got {shown}")
+    return arr.astype(np.int64)
+
+
+def check_packed(op, sequence, name="sequence"):
+    """Check a PackedSequence before a kernel walks it: ``batch_sizes`` 1-D positive
+    non-increasing ints summing to ``data.shape[0]``, ``sorted_indices`` a permutation of
+    the batch and ``unsorted_indices`` its inverse.  Returns ``(data array, batch_sizes,
+    sorted_indices, unsorted_indices)``, NumPy int64 arrays (indices None when absent);
+    errors name the argument as ``name``."""
+    if not isinstance(sequence, PackedSequence):
+        raise TypeError(f"{op}: {name} must be a PackedSequence, got "
+                        f"{type(sequence).__name__}")
+    batch_sizes = _batch_sizes(op, name, sequence.batch_sizes)
+    arr = check_array(op, f"{name}.data", sequence.data)
+    if arr.ndim < 1 or arr.shape[0] != int(batch_sizes.sum()):
+        raise ValueError(f"{op}: {name}.data must be (sum of batch_sizes = "
+                         f"{int(batch_sizes.sum())}, *), got shape {arr.shape}")
+    n = int(batch_sizes[0])
+    order = _permutation(op, f"{name}.sorted_indices", sequence.sorted_indices, n)
+    inverse = _permutation(op, f"{name}.unsorted_indices", sequence.unsorted_indices, n)
+    if (order is None) != (inverse is None) or (
+            order is not None and not np.array_equal(order[inverse], np.arange(n))):
+        raise ValueError(f"{op}: {name}.unsorted_indices must be the inverse permutation "
+                         f"of {name}.sorted_indices (both given, or neither)")
+    return arr, batch_sizes, order, inverse
 
 
 def _check_sequences(op, sequences):
@@ -118,6 +157,8 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
     otherwise the batch is sorted here and the permutation kept."""
     op = "pack_padded_sequence"
     arr = check_array(op, "input", input)
+    check_bool(op, "batch_first", batch_first)
+    check_bool(op, "enforce_sorted", enforce_sorted)
     if arr.ndim < 2:
         raise ValueError(f"{op}: input must be (T, N, *) or (N, T, *), got shape {arr.shape}")
     t_len, n = (arr.shape[1], arr.shape[0]) if batch_first else arr.shape[:2]
@@ -147,23 +188,19 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     """Undo ``pack_padded_sequence``: (T, N, *) (or (N, T, *)) with ``padding_value``
     after each sequence's end, and the lengths (int64) in the caller's batch order."""
     op = "pad_packed_sequence"
-    if not isinstance(sequence, PackedSequence):
-        raise TypeError(f"{op}: sequence must be a PackedSequence, got "
-                        f"{type(sequence).__name__}")
-    data, batch_sizes = sequence.data, _batch_sizes(op, sequence.batch_sizes)
-    arr = check_array(op, "sequence.data", data)
-    if arr.ndim < 1 or arr.shape[0] != batch_sizes.sum():
-        raise ValueError(f"{op}: sequence.data must be (sum of batch_sizes = "
-                         f"{int(batch_sizes.sum())}, *), got shape {arr.shape}")
+    arr, batch_sizes, order, _ = check_packed(op, sequence)
+    check_bool(op, "batch_first", batch_first)
+    check_number(op, "padding_value", padding_value)
+    data = sequence.data
     n = int(batch_sizes[0])
     t_len = len(batch_sizes)
     if total_length is not None:
-        if total_length < t_len:
+        if check_int(op, "total_length", total_length) < t_len:
             raise ValueError(f"{op}: total_length {total_length} is shorter than the longest "
                              f"sequence ({t_len} steps)")
         t_len = int(total_length)
-    order = np.arange(n) if sequence.sorted_indices is None else \
-        np.asarray(sequence.sorted_indices)
+    if order is None:
+        order = np.arange(n)
     rows = _packed_rows(batch_sizes, order, n, t_len, batch_first)
     padded = _RowScatter(xp_of(arr).asarray(rows), t_len * n)(data)
     if padding_value != 0:

@@ -9,14 +9,13 @@ which run the whole sequence in one Function per layer and direction and accept 
 """
 import math
 
-from lezero.core import Variable
 from lezero.functions import PackedSequence
 import lezero.functions as F
 from lezero.nn import init
 from lezero.nn.layers._utils import empty_parameter, named_errors
 from lezero.nn.module import Module
-from lezero.utils.checks import (check_bools, check_choice, check_int, check_number,
-                                 check_positive_ints)
+from lezero.utils.checks import (check_array, check_bools, check_choice, check_int,
+                                 check_number, check_positive_ints)
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 _FUSED = {"LSTM": F.lstm, "GRU": F.gru, "RNN_TANH": F.rnn_tanh, "RNN_RELU": F.rnn_relu}
@@ -70,12 +69,10 @@ class RNNBase(Module):
 
     def _check_input(self, input):
         name = type(self).__name__
-        data = input.data if isinstance(input, PackedSequence) else input
-        arr = data.data if isinstance(data, Variable) else data
-        if isinstance(input, PackedSequence):
-            ok = arr.ndim == 2
-        else:
-            ok = arr.ndim in (2, 3)
+        packed = isinstance(input, PackedSequence)
+        arr = check_array(name, "input.data" if packed else "input",
+                          input.data if packed else input)
+        ok = arr.ndim == 2 if packed else arr.ndim in (2, 3)
         if not ok or arr.shape[-1] != self.input_size:
             layout = "(N, T, input_size)" if self.batch_first else "(T, N, input_size)"
             raise ValueError(f"{name}: expected input of shape {layout} (or (T, input_size), "
