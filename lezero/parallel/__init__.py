@@ -12,7 +12,10 @@
 * differentiable collectives for parallel layers (``collectives.py``);
 * ``DataParallel``, ``SyncBatchNorm`` and ``convert_sync_batchnorm``;
 * failure handling: one rank's uncaught exception aborts the job with its traceback, a
-  wait past ``timeout`` prints a stall report (``failure.py``, ``stall.py``);
+  wait past ``timeout`` prints a stall report (``failure.py``, ``stall.py``); a rank that
+  ends early or dies ends the job, naming the rank (``lifecycle.py``, ``guardian.py``);
+  ranks that disagree on a collective's shape, dtype or kind raise ``ValueError`` on every
+  rank before data moves (``agree.py``);
 * ``save_checkpoint`` / ``load_checkpoint`` for data-parallel runs.
 
 Parallel II (``tensor/``, ``pipeline/``, ``grid.py``):

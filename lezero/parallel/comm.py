@@ -15,10 +15,10 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable
-from lezero.parallel import stall, wire
+from lezero.parallel import agree, stall, wire
 from lezero.parallel.p2p import PointToPoint
 from lezero.parallel.requests import Request
-from lezero.utils.checks import check_choice, check_int, check_number, describe
+from lezero.utils.checks import check_bool, check_choice, check_int, check_number, describe
 
 OPS = ("sum", "mean", "max", "min", "prod")
 
@@ -27,6 +27,8 @@ class Communicator(PointToPoint):
     """``rank`` (this process, 0..size-1) of ``size`` ranks; see the module docstring.
 
     ``timeout``: seconds any wait may last before a stall report (settable).
+    ``check_collectives``: check that the ranks agree on each operation before data moves
+    (``agree.py``; settable, the same on every rank).
     """
 
     backend = "base"
@@ -35,6 +37,7 @@ class Communicator(PointToPoint):
         self.rank, self.size, self.name = int(rank), int(size), name
         self.cuda_aware = bool(cuda_aware)
         self._tracker = stall.Tracker(name, self.rank, self.size, float(timeout), ctrl)
+        self._check = agree.enabled_by_default()
 
     # ----- what a backend provides ---------------------------------------------------
     def _start(self, kind, send=None, recv=None, op=None, peer=None, tag=0):
@@ -43,6 +46,11 @@ class Communicator(PointToPoint):
         raise NotImplementedError
 
     def _split(self, color, key, name):
+        raise NotImplementedError
+
+    def _start_ctrl(self, kind, send=None, recv=None, peer=None, tag=0):
+        """Start an operation on the side channel ("max", "allgather", "send", "recv"):
+        the agreement checks' traffic, which never mixes with data."""
         raise NotImplementedError
 
     def abort(self, code=1):
@@ -58,6 +66,14 @@ class Communicator(PointToPoint):
     def timeout(self, seconds):
         self._tracker.timeout = check_number("Communicator", "timeout", seconds, 0,
                                              low_open=True)
+
+    @property
+    def check_collectives(self):
+        return self._check
+
+    @check_collectives.setter
+    def check_collectives(self, value):
+        self._check = check_bool("Communicator", "check_collectives", value)
 
     def __repr__(self):
         return (f"<Communicator '{self.name}' rank {self.rank} of {self.size} "
@@ -109,10 +125,24 @@ class Communicator(PointToPoint):
             recv[...] = recv / self.size
         return wire.from_wire(recv, dtype, bits, xp, out)
 
-    def _request(self, kind, detail, finish, collective=True, **start):
+    def _checking(self):
+        return self._check and self.size > 1
+
+    def _request(self, kind, detail, finish, collective=True, check=None, p2p=None, **start):
+        """Start ``kind`` as a Request.  ``check=(array, options)``: a collective whose
+        ranks must agree on both (checked first, ``agree.py``); ``p2p=(starter, array)``:
+        a send or receive that carries or checks a header."""
         seq = self._tracker.enter(kind, detail) if collective else None
-        raw = self._start(kind, **start)
-        return Request(raw, finish, self._tracker, seq, f"{kind} ({detail})")
+        what = f"{kind} ({detail})"
+        if check is not None and self._checking():
+            agree.check_collective(self, kind, seq, what, *check)
+        if p2p is not None and self._checking():
+            raw = p2p[0](self, p2p[1], lambda: self._start(kind, **start), start["peer"],
+                         start["tag"])
+        else:
+            raw = self._start(kind, **start)
+        peer = None if collective else start.get("peer")
+        return Request(raw, finish, self._tracker, seq, what, peer)
 
     @staticmethod
     def _detail(arr, extra=""):
@@ -121,14 +151,17 @@ class Communicator(PointToPoint):
         return f"{extra}, {text}" if extra else text
 
     # ----- reductions ---------------------------------------------------------------
-    def iallreduce(self, x, op="sum", out=None, label=""):
+    def iallreduce(self, x, op="sum", out=None, label="", check=True):
         """Start ``allreduce``; the Request's ``wait()`` returns the result.
-        ``label`` names the operation in stall reports ("bucket 2 of 5")."""
+        ``label`` names the operation in stall reports ("bucket 2 of 5").  ``check=False``
+        skips the agreement check for this call (for arrays whose shapes agree by
+        construction, as DataParallel's buckets)."""
         where = "Communicator.iallreduce"
         arr, _ = self._array(where, x)
-        return self._iallreduce(where, arr, op, out, label)
+        check = check_bool(where, "check", check)
+        return self._iallreduce(where, arr, op, out, label, check)
 
-    def _iallreduce(self, where, arr, op, out, label):
+    def _iallreduce(self, where, arr, op, out, label, check=True):
         op = check_choice(where, "op", op, OPS)
         _check_reducible(where, arr.dtype, op)
         out = self._out(where, out, arr.shape, arr.dtype)
@@ -142,7 +175,8 @@ class Communicator(PointToPoint):
             return self._reduced(recv, op, arr.dtype, bits, xp, out)
 
         detail = self._detail(arr, ", ".join(s for s in (label, op) if s))
-        return self._request("allreduce", detail, finish, send=send, recv=recv, op=op)
+        return self._request("allreduce", detail, finish, check=(arr, op) if check else None,
+                             send=send, recv=recv, op=op)
 
     def allreduce(self, x, op="sum", out=None):
         """Combine ``x`` over all ranks with ``op`` ("sum", "mean", "max", "min", "prod")
@@ -172,7 +206,8 @@ class Communicator(PointToPoint):
             return self._reduced(recv, op, arr.dtype, bits, xp) if mine else None
 
         return self._request("reduce", self._detail(arr, f"{op} to rank {root}"), finish,
-                             send=send, recv=recv, op=op, peer=root)
+                             check=(arr, f"{op} to rank {root}"), send=send, recv=recv,
+                             op=op, peer=root)
 
     def reduce(self, x, op="sum", root=0):
         """Combine ``x`` over all ranks onto ``root``; returns the result there, None on
@@ -195,7 +230,8 @@ class Communicator(PointToPoint):
             return self._reduced(recv, op, arr.dtype, bits, xp)
 
         return self._request("reduce_scatter", self._detail(arr, f"{op}, axis {axis}"),
-                             finish, send=send, recv=recv, op=op)
+                             finish, check=(arr, f"{op}, axis {axis}"), send=send, recv=recv,
+                             op=op)
 
     def reduce_scatter(self, x, op="sum", axis=0):
         """Reduce ``x`` over the ranks and give rank r the r-th of ``size`` equal chunks
@@ -233,7 +269,7 @@ class Communicator(PointToPoint):
             return arr if buf is arr else wire.from_wire(buf, arr.dtype, bits, xp, arr)
 
         return self._request("bcast", self._detail(arr, f"from rank {root}"), finish,
-                             recv=buf, peer=root)
+                             check=(arr, f"from rank {root}"), recv=buf, peer=root)
 
     def bcast(self, x, root=0):
         """Overwrite ``x`` on every rank with root's ``x`` (same shape and dtype
@@ -258,7 +294,8 @@ class Communicator(PointToPoint):
             shape = arr.shape[:axis] + (arr.shape[axis] * out.shape[0],) + arr.shape[axis + 1:]
             return xp.moveaxis(out, 0, axis).reshape(shape)
 
-        return self._request("allgather", self._detail(arr), finish, send=send, recv=recv)
+        return self._request("allgather", self._detail(arr), finish,
+                             check=(arr, f"axis {axis}"), send=send, recv=recv)
 
     def allgather(self, x, axis=None):
         """Every rank's ``x`` (equal shapes): stacked on a new first axis (``axis=None``,
@@ -280,7 +317,7 @@ class Communicator(PointToPoint):
             return xp.moveaxis(got, 0, axis).reshape(arr.shape)
 
         return self._request("alltoall", self._detail(arr, f"axis {axis}"), finish,
-                             send=send, recv=recv)
+                             check=(arr, f"axis {axis}"), send=send, recv=recv)
 
     def alltoall(self, x, axis=0):
         """Cut ``x`` into ``size`` chunks along ``axis``, send chunk j to rank j, and
@@ -289,7 +326,7 @@ class Communicator(PointToPoint):
 
     def ibarrier(self):
         """Start a barrier; ``wait()`` returns once every rank has entered it."""
-        return self._request("barrier", f"{self.size} ranks", None)
+        return self._request("barrier", f"{self.size} ranks", None, check=(None, ""))
 
     def barrier(self):
         """Wait until every rank has reached this barrier."""
@@ -304,7 +341,13 @@ class Communicator(PointToPoint):
         color = check_int(where, "color", color, 0, allow_none=True)
         key = self.rank if key is None else check_int(where, "key", key)
         name = name or f"{self.name}/{color}"
-        return self._split(color, key, name)
+        if self._checking():         # Split blocks inside MPI: agree first, with a timeout
+            seq = self._tracker.enter("split", name)
+            agree.check_collective(self, "split", seq, f"split ({name})")
+        sub = self._split(color, key, name)
+        if sub is not None:
+            sub._check = self._check
+        return sub
 
 
 def _check_reducible(where, dtype, op):

@@ -87,12 +87,24 @@ class DataParallel(Module):
 
     # ----- wrapping -----------------------------------------------------------------
     def _check_replicas(self, named):
-        """All ranks must wrap the same architecture; say where they differ."""
+        """All ranks must wrap the same architecture with the same settings (the bucket
+        all-reduces are not checked one by one: their layout follows from these); say
+        where they differ -- on every rank."""
         if self.comm.size == 1:
             return
-        mine = [(n, tuple(p.shape), str(p.dtype)) for n, p in named]
-        everyone = self.comm.allgather_object(mine)
-        for rank, theirs in enumerate(everyone):
+        settings = {"bucket_mb": self.bucket_mb, "broadcast_buffers": self.broadcast_buffers,
+                    "find_unused_parameters": self.find_unused_parameters}
+        everyone = self.comm.allgather_object((settings, [(n, tuple(p.shape), str(p.dtype))
+                                                          for n, p in named]))
+        first = everyone[0][0]
+        for rank, (theirs, _) in enumerate(everyone):
+            diff = [f"{k}={first[k]!r} on rank 0 but {theirs[k]!r} on rank {rank}"
+                    for k in settings if theirs[k] != first[k]]
+            if diff:
+                raise ValueError(f"DataParallel: the ranks were given different settings "
+                                 f"({'; '.join(diff)}); every rank must wrap its model alike")
+        mine = everyone[self.comm.rank][1]
+        for rank, (_, theirs) in enumerate(everyone):
             if theirs != mine:
                 diff = next((f"{a} vs {b}" for a, b in zip(mine, theirs) if a != b),
                             f"{len(mine)} parameters vs {len(theirs)}")

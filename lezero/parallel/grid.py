@@ -120,6 +120,7 @@ class Grid(GridLayout):
         super().__init__(dp, tp, pp)
         from lezero.parallel.world import resolve
         self.comm = resolve(comm, "Grid")
+        self._check_agreement()
         if self.size != self.comm.size:
             raise ValueError(f"Grid: dp x tp x pp = {self.dp} x {self.tp} x {self.pp} = "
                              f"{self.size} ranks, but the communicator has {self.comm.size}")
@@ -131,6 +132,20 @@ class Grid(GridLayout):
         self.dp_comm = self.comm.split(t + self.tp * p, key=d, name=f"{base}/dp[tp={t},pp={p}]")
         self.pp_comm = self.comm.split(t + self.tp * d, key=p, name=f"{base}/pp[dp={d},tp={t}]")
         set_grid(self)
+
+    def _check_agreement(self):
+        """Every rank must build the same grid: a ValueError on every rank otherwise
+        (before any split, whose groups would be wrong or never complete)."""
+        if self.comm.size == 1:
+            return
+        mine = (self.dp, self.tp, self.pp)
+        everyone = self.comm.allgather_object(mine)
+        if any(d != everyone[0] for d in everyone):
+            shapes = "; ".join(f"rank {r}: Grid(dp={d[0]}, tp={d[1]}, pp={d[2]})"
+                               for r, d in enumerate(everyone))
+            raise ValueError(f"Grid: the ranks of communicator '{self.comm.name}' build "
+                             f"different grids ({shapes}); every rank must pass the same "
+                             "dp, tp and pp")
 
     def __enter__(self):
         self._entered = set_grid(self)

@@ -3,7 +3,8 @@
 Each operation maps onto MPI-3's non-blocking call (``Iallreduce``, ``Ibcast``,
 ``Iallgather``, ``Ireduce_scatter_block``, ``Ialltoall``, ``Ibarrier``, ``Ireduce``,
 ``Isend``, ``Irecv``) on buffers prepared by ``comm.py`` -- the uppercase, buffer API, so
-arrays are never pickled.  Stall queries travel on a duplicate of the communicator.
+arrays are never pickled.  Stall queries, exit notices and the agreement checks travel on
+a duplicate of the communicator (the side channel), so they never mix with data.
 """
 from lezero.parallel import _mpi
 from lezero.parallel.comm import Communicator
@@ -22,6 +23,16 @@ class MPICommunicator(Communicator):
         super().__init__(mpi_comm.Get_rank(), mpi_comm.Get_size(), name, timeout, ctrl,
                          cuda_aware=_mpi.cuda_aware(self.MPI))
         self._ops = _mpi.reduce_ops(self.MPI)
+        self._tracker.world_ranks = self._world_ranks()
+
+    def _world_ranks(self):
+        """The world rank of each of this communicator's ranks (None: it is the world)."""
+        world = self.MPI.COMM_WORLD
+        if self.mpi_comm == world:
+            return None
+        return tuple(self.MPI.Group.Translate_ranks(self.mpi_comm.Get_group(),
+                                                    list(range(self.size)),
+                                                    world.Get_group()))
 
     def _start(self, kind, send=None, recv=None, op=None, peer=None, tag=0):
         c, MPI = self.mpi_comm, self.MPI
@@ -45,12 +56,31 @@ class MPICommunicator(Communicator):
             return c.Irecv(recv, source=peer, tag=tag)
         raise ValueError(f"MPICommunicator: unknown operation {kind!r}")
 
+    def _start_ctrl(self, kind, send=None, recv=None, peer=None, tag=0):
+        c = self._tracker.ctrl
+        if kind == "max":
+            return c.Iallreduce(send, recv, self.MPI.MAX)
+        if kind == "allgather":
+            return c.Iallgather(send, recv)
+        if kind == "send":
+            return c.Isend(send, dest=peer, tag=tag)
+        if kind == "recv":
+            return c.Irecv(recv, source=peer, tag=tag)
+        raise ValueError(f"MPICommunicator: unknown side-channel operation {kind!r}")
+
     def _split(self, color, key, name):
         color = self.MPI.UNDEFINED if color is None else color
         sub = self.mpi_comm.Split(color, key)
         if sub == self.MPI.COMM_NULL:
             return None
-        return MPICommunicator(sub, name, self.timeout)
+        sub = MPICommunicator(sub, name, self.timeout)
+        from lezero.parallel import lifecycle
+        lifecycle.note_files()            # a new group may map new shared-memory segments
+        return sub
 
     def abort(self, code=1):
+        """End every rank of the job now: tell this rank's guardian, remove the job's
+        leftover files (``leftovers.py``), then ``MPI_Abort``."""
+        from lezero.parallel import lifecycle
+        lifecycle.before_abort()
         self.mpi_comm.Abort(code)

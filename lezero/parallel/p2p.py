@@ -11,7 +11,7 @@ import pickle
 import numpy as np
 
 from lezero import cuda
-from lezero.parallel import wire
+from lezero.parallel import agree, wire
 from lezero.utils.checks import check_int
 
 
@@ -31,7 +31,8 @@ class PointToPoint:
             return None
 
         return self._request("send", self._detail(arr, f"to rank {dest}, tag {tag}"),
-                             finish, collective=False, send=buf, peer=dest, tag=tag)
+                             finish, collective=False, p2p=(agree.start_send, arr), send=buf,
+                             peer=dest, tag=tag)
 
     def send(self, x, dest, tag=0):
         """Send ``x`` to rank ``dest`` (which calls ``recv`` with a buffer like it)."""
@@ -52,11 +53,12 @@ class PointToPoint:
             return arr if wbuf is arr else wire.from_wire(wbuf, arr.dtype, bits, xp, arr)
 
         return self._request("recv", self._detail(arr, f"from rank {source}, tag {tag}"),
-                             finish, collective=False, recv=wbuf, peer=source, tag=tag)
+                             finish, collective=False, p2p=(agree.start_recv, arr),
+                             recv=wbuf, peer=source, tag=tag)
 
     def recv(self, buf, source, tag=0):
         """Receive an array sent by rank ``source`` into ``buf`` (its shape and dtype must
-        match the sent array's); returns ``buf``."""
+        match the sent array's: checked, a ``ValueError`` otherwise); returns ``buf``."""
         return self.irecv(buf, source, tag).wait()
 
     # ----- Python objects (pickled into bytes, then the buffer path) ----------------

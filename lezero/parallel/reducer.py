@@ -9,6 +9,11 @@ flight, which keeps MPI's progress engine moving while backward computes.  The h
 starts the last bucket waits for all of them and writes ``sum / divisor`` back into each
 ``p.grad``: backward returns with averaged gradients.
 
+The bucket all-reduces skip the agreement check (``agree.py``): every rank's buckets have
+the same sizes and order by construction (DataParallel checks the replicas and settings
+when wrapping; a rebuild takes rank 0's order), and a check would make each bucket's start
+wait for every rank, losing the overlap with backward.
+
 After the first round the buckets are rebuilt in the order the gradients arrived (rank
 0's order, broadcast, so every rank buckets alike): reverse registration order is only
 a guess -- a layer's bias may finish long after its weight -- and a bucket waits for its
@@ -138,11 +143,12 @@ class Reducer:
                 r.ready_at[b.index] = time.perf_counter()
             r.start[b.index] = time.perf_counter()
             r.requests.append(self.comm.iallreduce(b.buffer, "sum", out=b.buffer,
-                                                   label=f"bucket {b.index} of {n}"))
+                                                   label=f"bucket {b.index} of {n}",
+                                                   check=False))
             r.launched += 1
         if r.launched == n and r.used is not None and r.used_request is None:
             r.used_request = self.comm.iallreduce(r.used, "sum", out=r.used,
-                                                  label="used-parameter map")
+                                                  label="used-parameter map", check=False)
 
     def _finish(self, r):
         wait_start = time.perf_counter()
@@ -191,11 +197,13 @@ class Reducer:
         for b in self.buckets:
             b.buffer[...] = 0
             requests.append(self.comm.iallreduce(b.buffer, "sum", out=b.buffer,
-                                                 label=f"bucket {b.index} of {n} (joined)"))
+                                                 label=f"bucket {b.index} of {n} (joined)",
+                                                 check=False))
         if self.find_unused:
             used = np.zeros(len(self._where), np.int32)
             requests.append(self.comm.iallreduce(used, "sum", out=used,
-                                                 label="used-parameter map (joined)"))
+                                                 label="used-parameter map (joined)",
+                                                 check=False))
         wait_all(requests)
         if not self.rebuilt:          # as the active ranks do after their first round
             self._rebuild([])

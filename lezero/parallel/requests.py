@@ -31,15 +31,16 @@ class Request:
     ``time.perf_counter()`` at which completion was first seen (None before).
     """
 
-    __slots__ = ("_raw", "_finish", "_result", "_done", "tracker", "seq", "what",
+    __slots__ = ("_raw", "_finish", "_result", "_done", "tracker", "seq", "what", "peer",
                  "completed_at", "started_at")
 
-    def __init__(self, raw, finish=None, tracker=None, seq=None, what="operation"):
+    def __init__(self, raw, finish=None, tracker=None, seq=None, what="operation", peer=None):
         self._raw = raw                # an mpi4py Request, or None when already complete
         self._finish = finish          # result = finish(): copy back, divide, cast
         self._result = None
         self._done = False
         self.tracker, self.seq, self.what = tracker, seq, what
+        self.peer = peer               # the other rank of a send or receive (None: all)
         self.started_at = time.perf_counter()
         self.completed_at = None
         if raw is None:
@@ -48,6 +49,13 @@ class Request:
     def _complete(self):
         self._done = True
         self.completed_at = time.perf_counter()
+        verify = getattr(self._raw, "verify", None)
+        if verify is not None:         # a checked receive: the header must match
+            try:
+                verify()
+            except Exception:
+                self._finish = None
+                raise
         if self._finish is not None:
             self._result = self._finish()
             self._finish = None
@@ -136,8 +144,9 @@ def _poll(pending, limit, start, on_complete):
             if spins > 50:            # close, but let other runnable processes have the core
                 os.sched_yield()
             continue
-        from lezero.parallel import stall
+        from lezero.parallel import lifecycle, stall
         stall.service_all()
+        lifecycle.poll(pending)
         waited = now - start
         if waited > limit:
             raise CollectiveTimeoutError(stall.report(pending[0], waited))

@@ -21,6 +21,9 @@ import weakref
 _QUERY, _REPLY = 31001, 31002
 _GRACE_S = 1.0                    # how long a stalled rank waits for the others' answers
 _trackers = weakref.WeakSet()
+BUCKET_HINT = ("  (DataParallel gradient bucket: if the ranks have different numbers of "
+               "batches, use DataParallel.join() or DistributedSampler(drop_last=True) so "
+               "that every rank runs the same number of steps)")
 _query_ids = itertools.count(1)
 
 
@@ -30,6 +33,7 @@ class Tracker:
     def __init__(self, name, rank, size, timeout, ctrl=None):
         self.name, self.rank, self.size, self.timeout = name, rank, size, timeout
         self.ctrl = ctrl                 # an mpi4py communicator, or None (one process)
+        self.world_ranks = None          # world rank of each rank here (None: the world)
         self.entered = 0                 # collectives entered on this communicator
         self.last = None                 # "allreduce #3 (bucket 1 of 2)"
         self.last_op = None              # "allreduce"
@@ -95,7 +99,8 @@ def service_all():
         tracker.service()
 
 
-def _describe_peer(rank, state, seq, op, grace):
+def describe_peer(rank, state, seq, op, grace=_GRACE_S):
+    """One line on another rank's answer to a stall query; (text, arrived)."""
     if state is None:
         return (f"rank {rank} has not arrived: no answer within {grace:g} s (it is "
                 f"computing outside LeZero's communication, hung, or gone)"), False
@@ -126,14 +131,12 @@ def report(request, waited):
     answers = tracker.ask_others()
     lines, missing = [head], []
     for rank, state in sorted(answers.items()):
-        text, arrived = _describe_peer(rank, state, seq, op, _GRACE_S)
+        text, arrived = describe_peer(rank, state, seq, op)
         lines.append("  " + text)
         if not arrived:
             missing.append(rank)
     if seq is not None:
         lines.append(f"  ranks not arrived at {op} #{seq}: {missing if missing else 'none'}")
     if "bucket" in request.what and missing:
-        lines.append("  (DataParallel gradient bucket: if the ranks have different numbers of "
-                     "batches, use DataParallel.join() or DistributedSampler(drop_last=True) "
-                     "so that every rank runs the same number of steps)")
+        lines.append(BUCKET_HINT)
     return "\n".join(lines)

@@ -64,6 +64,27 @@ def test_init_checks_its_arguments(fresh):
         parallel.init(abort_on_exception="yes")
 
 
+def test_failure_settings_are_checked(fresh, monkeypatch):
+    with pytest.raises(TypeError, match="check_collectives must be a bool"):
+        parallel.init(check_collectives="no")
+    with pytest.raises(ValueError, match=r"init_timeout must be in \(0, inf\)"):
+        parallel.init(init_timeout=-1)
+    monkeypatch.setenv("LEZERO_INIT_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="LEZERO_INIT_TIMEOUT must be a number of seconds, "
+                                         "got 'soon'"):
+        parallel.init()
+    monkeypatch.delenv("LEZERO_INIT_TIMEOUT")
+    monkeypatch.setenv("LEZERO_CHECK_COLLECTIVES", "yes")
+    with pytest.raises(ValueError, match="LEZERO_CHECK_COLLECTIVES must be 0 or 1, got 'yes'"):
+        parallel.init(backend="local")
+    monkeypatch.setenv("LEZERO_CHECK_COLLECTIVES", "0")
+    world = parallel.init(backend="local", check_collectives=None)
+    assert world.check_collectives is False
+    assert parallel.init(check_collectives=True).check_collectives is True
+    with pytest.raises(TypeError, match="check must be a bool"):
+        world.iallreduce(np.ones(2), check="off")
+
+
 def test_importing_parallel_loads_no_mpi4py():
     import subprocess
     code = ("import sys, lezero.parallel, lezero.distributed; "
@@ -319,17 +340,17 @@ def test_checkpoint_round_trip(comm, tmp_path):
 
 
 def test_stall_report_wording():
-    from lezero.parallel.stall import _describe_peer
+    from lezero.parallel.stall import describe_peer
     behind = {"rank": 1, "entered": 2, "last": "allreduce #2", "last_op": "allreduce",
               "waiting": ("recv (from rank 0, tag 9)", 3.0)}
-    text, arrived = _describe_peer(1, behind, 3, "allreduce", 1.0)
+    text, arrived = describe_peer(1, behind, 3, "allreduce", 1.0)
     assert not arrived and "has not arrived" in text and "waiting for recv" in text
     other = dict(behind, entered=3, last="barrier #3", last_op="barrier", waiting=None)
-    text, arrived = _describe_peer(1, other, 3, "allreduce", 1.0)
+    text, arrived = describe_peer(1, other, 3, "allreduce", 1.0)
     assert not arrived and "different collective here, barrier #3" in text
-    text, arrived = _describe_peer(2, None, 3, "allreduce", 1.0)
+    text, arrived = describe_peer(2, None, 3, "allreduce", 1.0)
     assert not arrived and "no answer within 1 s" in text
-    text, arrived = _describe_peer(1, dict(other, last_op="allreduce"), 3, "allreduce", 1.0)
+    text, arrived = describe_peer(1, dict(other, last_op="allreduce"), 3, "allreduce", 1.0)
     assert arrived
 
 

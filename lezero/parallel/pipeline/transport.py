@@ -50,6 +50,17 @@ def _code(dtype):
     return _DTYPES.index(name)
 
 
+def _parse_header(header, source, tag_):
+    """(shape, dtype) of a message header, each field checked before use."""
+    ndim, code = int(header[0]), int(header[1])
+    dims = [int(n) for n in header[2:2 + ndim]] if 0 <= ndim <= _HEADER - 2 else []
+    if not 0 <= ndim <= _HEADER - 2 or not 0 <= code < len(_DTYPES) or min(dims, default=0) < 0:
+        raise ValueError(f"Pipeline: the message header from rank {source} (tag {tag_}) is "
+                         f"not one a stage sends (ndim {ndim}, dtype code {code}, shape "
+                         f"{dims}); the ranks do not run the same pipeline")
+    return tuple(dims), _dtype(code)
+
+
 class StageLink:
     """Point-to-point messages of one pipeline over ``comm``."""
 
@@ -84,9 +95,8 @@ class StageLink:
                                    "the one that was checked")
             return self._local.pop(tag_)
         header = self.comm.recv(np.empty(_HEADER, np.int64), source, tag_)
-        ndim = int(header[0])
-        buf = xp.empty(tuple(int(n) for n in header[2:2 + ndim]), _dtype(int(header[1])))
-        return self.comm.recv(buf, source, tag_)
+        shape, dtype = _parse_header(header, source, tag_)
+        return self.comm.recv(xp.empty(shape, dtype), source, tag_)
 
     def flush(self):
         """Wait for every send of this step."""
