@@ -33,6 +33,8 @@ _LAZY_NAMES = {
     "memory": ("lezero.utils.memory", None),
     "save": ("lezero.utils.serialization", "save"),
     "load": ("lezero.utils.serialization", "load"),
+    # the base of every loader's error (one subclass per format, each naming the file)
+    "FileFormatError": ("lezero.utils.files", "FileFormatError"),
 }
 
 

@@ -12,7 +12,9 @@ holds the model's complete ``state_dict``: ``lz.load(OUT)`` loads into the model
 
 A shape mismatch is refused unless ``allow_mismatch`` (then those tensors keep the new
 model's initialisation: a new classifier head, say); missing or unexpected keys are
-refused unless ``strict=False``.
+refused unless ``strict=False``.  A malformed or unsafe ``SRC`` raises its format's
+``lezero.utils.files.FileFormatError`` naming the file (see docs/serialization.md); the
+command line turns every failure into one line and an exit status (``__main__``).
 """
 import glob
 import json
@@ -136,9 +138,12 @@ def convert(src, model, out, model_kwargs=None, strict=True, allow_mismatch=Fals
     ``model_kwargs``) and save the model's full state_dict to ``out`` (atomically; the
     extension picks the format: .npz, .safetensors, .h5).  Returns the ``Report``."""
     from lezero.nn.models import get_model
-    from lezero.utils.serialization import save
+    from lezero.utils.serialization import SAVE_EXTENSIONS, save
     check_type("convert", "model", model, str, "a model name (str)")
     check_type("convert", "out", out, (str, os.PathLike), "a path")
+    if not os.fspath(out).lower().endswith(SAVE_EXTENSIONS):  # before the slow part
+        raise ValueError(f"convert: out {os.fspath(out)!r} must end in one of "
+                         f"{', '.join(SAVE_EXTENSIONS)}")
     state = read_state_dict(src, key)       # a bad file fails before a big model is built
     net = get_model(model, **(model_kwargs or {}))
     report = convert_state_dict(state, net, strict, allow_mismatch)

@@ -6,15 +6,22 @@ checkpoint (torchvision or Hugging Face layout) to a LeZero checkpoint.
         --allow-mismatch -o resnet50_10.npz      # a fresh 10-class head
     python -m lezero.convert gpt2/ --model gpt2 -o gpt2.safetensors
 
-Exit status 0 when written, 1 when refused (the report says why and which flag would
-accept it), 2 for bad usage.
+Exit status (one line on stderr for each failure, never a traceback):
+
+    0  written
+    1  refused: shape mismatches, missing or unexpected keys (the report says which flag
+       would accept it); nothing is written
+    2  bad usage or bad input: a wrong flag, an unknown model or constructor argument, a
+       SRC that is missing, unreadable, malformed or unsafe, or holds no state_dict
+    3  OUT (or the --report file) could not be written
 """
 import argparse
 import ast
-import pickle
 import sys
 
-from lezero.convert import ConversionError, convert, write_report
+from lezero.convert import ConversionError, convert_state_dict, read_state_dict, write_report
+
+OK, REFUSED, BAD_INPUT, WRITE_FAILED = 0, 1, 2, 3
 
 
 def _kwarg(text):
@@ -44,30 +51,62 @@ def _parser():
     return p
 
 
+def _one_line(error, name):
+    """``error`` as one line that names ``name`` (the file or flag it concerns)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if name in text else f"{name}: {type(error).__name__}: {text}"
+
+
+def _fail(status, message):
+    print(f"error: {message}", file=sys.stderr)
+    return status
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
+    from lezero.nn.models import get_model
+    from lezero.utils.serialization import SAVE_EXTENSIONS, save
+    if not args.out.lower().endswith(SAVE_EXTENSIONS):
+        return _fail(BAD_INPUT, f"-o {args.out}: the extension must be one of "
+                                f"{', '.join(SAVE_EXTENSIONS)}")
+    try:           # anything that goes wrong reading SRC is SRC's fault: one line, status 2
+        state = read_state_dict(args.src, args.key)
+    except Exception as e:
+        return _fail(BAD_INPUT, _one_line(e, args.src))
     try:
-        report = convert(args.src, args.model, args.out, dict(args.kwargs),
-                         strict=not args.non_strict, allow_mismatch=args.allow_mismatch,
-                         key=args.key)
+        net = get_model(args.model, **dict(args.kwargs))
+    except Exception as e:
+        return _fail(BAD_INPUT, _one_line(e, f"--model {args.model}"))
+    try:
+        report = convert_state_dict(state, net, strict=not args.non_strict,
+                                    allow_mismatch=args.allow_mismatch)
     except ConversionError as e:
-        if e.report is not None:
-            print(e.report.summary())
-            print("\n".join(e.report.details()))
-            if args.report:
-                write_report(e.report, args.report)
+        try:
+            _show(e.report, args.report)
+        except OSError as w:
+            return _fail(WRITE_FAILED, _one_line(w, args.report))
         print(f"refused: {e}", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError, OSError, pickle.UnpicklingError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        return REFUSED
+    except Exception as e:
+        return _fail(BAD_INPUT, _one_line(e, args.src))
+    try:
+        save(net.state_dict(), args.out)
+        _show(report, args.report)
+    except Exception as e:
+        return _fail(WRITE_FAILED, _one_line(e, args.out))
+    print(f"wrote {args.out}")
+    return OK
+
+
+def _show(report, path):
+    """Print the report; write it as JSON to ``path`` if given."""
+    if report is None:
+        return
     print(report.summary())
     for line in report.details():
         print(line)
-    if args.report:
-        write_report(report, args.report)
-    print(f"wrote {args.out}")
-    return 0
+    if path:
+        write_report(report, path)
 
 
 if __name__ == "__main__":

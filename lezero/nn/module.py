@@ -6,6 +6,7 @@ operators such as ``F.batch_norm`` update in place).  ``state_dict`` keys and la
 PyTorch's, so a PyTorch ``state_dict`` (as NumPy arrays) loads without renaming.
 """
 from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -236,9 +237,14 @@ class Module:
         """Copy arrays into parameters and buffers (in place, cast to their dtype).
 
         Returns ``(missing_keys, unexpected_keys)``.  Nothing is changed when a check
-        fails: with ``strict`` a missing or unexpected key raises KeyError, and a shape
-        mismatch always raises ValueError naming the key and both shapes.
+        fails: with ``strict`` a missing or unexpected key raises KeyError; a shape
+        mismatch (even with ``strict=False``) raises ValueError naming the key and both
+        shapes, and a value that is not numeric (strings, objects, complex into a real
+        parameter) raises TypeError naming the key.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict: expected a dict of name -> array, got "
+                            f"{type(state_dict).__name__}")
         entries = {key: (module, name, target)
                    for key, module, name, target in self._state_entries()}
         missing = [k for k in entries if k not in state_dict]
@@ -376,11 +382,17 @@ class Module:
 
 
 def _converted(key, value, target):
-    """``value`` as a new array on ``target``'s device with its dtype; shapes must match."""
+    """``value`` as a new array on ``target``'s device with its dtype; shapes must match,
+    and the value must be numbers (no strings or objects; complex only into complex)."""
+    from lezero.utils.safetensors import numeric_dtype
     value = value.data if isinstance(value, Variable) else value
     current = target.data if isinstance(target, Variable) else target
     xp = cuda.get_array_module(current)
     value = xp.asarray(cuda.as_numpy(value) if xp is np else value)
+    if not numeric_dtype(value.dtype) or (value.dtype.kind == "c" and current.dtype.kind != "c"):
+        raise TypeError(f"load_state_dict: cannot copy {value.dtype} values into {key!r} "
+                        f"({current.dtype}): only numeric arrays load (complex only into "
+                        "complex)")
     if value.shape != current.shape:
         raise ValueError(f"load_state_dict: size mismatch for {key!r}: checkpoint has "
                          f"shape {value.shape}, the model has {current.shape}")

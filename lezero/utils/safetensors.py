@@ -9,7 +9,8 @@ A file is::
 
 The reader checks what a hostile file could abuse: the header length against the file size,
 every tensor's byte count against its dtype and shape, and that the tensors tile the data
-area exactly (no overlaps, no gaps), as the format requires.
+area exactly (no overlaps, no gaps), as the format requires.  Whatever is wrong raises
+``SafetensorsError`` (a ``ValueError``) naming the file.
 
 This module also owns the dtypes NumPy lacks: bfloat16 and the two float8 formats.  With
 the ``ml_dtypes`` package installed they load as its dtypes; without it they load as
@@ -22,6 +23,13 @@ import struct
 import sys
 
 import numpy as np
+
+from lezero.utils.files import FileFormatError, check_regular_file
+
+
+class SafetensorsError(FileFormatError):
+    """A safetensors file is malformed; the message names the file and what is wrong."""
+
 
 # safetensors dtype name -> NumPy dtype (little-endian)
 _DTYPES = {
@@ -42,6 +50,28 @@ EXTRA_DTYPES = {
 _EXTRA_BY_ST = {st: (name, bits) for name, (st, bits) in EXTRA_DTYPES.items()}
 
 MAX_HEADER = 100 * 1024 * 1024     # the reference implementation's limit too
+MAX_NDIM = 32                      # NumPy's own limit is 64
+
+
+def numeric_dtype(dtype, also=""):
+    """True for the dtypes a loader may build: bool, integers, floats, complex (one plain
+    number per element: no fields, subarrays or objects), bfloat16/float8, and the kinds
+    in ``also`` (``"SU"``: fixed-width bytes and text)."""
+    dtype = np.dtype(dtype)
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.hasobject:
+        return False
+    return dtype.kind in "biufc" + also or extra_dtype_name(dtype) is not None
+
+
+def check_shape(shape, where, what, error=None):
+    """``shape`` (a list/tuple of ints) as a tuple, or ``error`` (``SafetensorsError``)
+    naming ``what``: dims must be non-negative ints (not bools), at most ``MAX_NDIM`` of
+    them, with a product NumPy can index."""
+    if (not isinstance(shape, (list, tuple)) or len(shape) > MAX_NDIM
+            or not all(type(d) is int and d >= 0 for d in shape)
+            or math.prod(shape) >= 2 ** 62 or any(d >= 2 ** 62 for d in shape)):
+        raise (error or SafetensorsError)(f"{where}: {what} has an invalid shape {shape!r}")
+    return tuple(shape)
 
 
 # ----- dtypes NumPy does not have -------------------------------------------------------
@@ -145,66 +175,82 @@ def save_file(tensors, path, metadata=None):
 
 # ----- reading ------------------------------------------------------------------------------
 def read(f, where="safetensors"):
-    """Read an open binary file: returns ``(tensors, metadata)``, tensors in file order."""
+    """Read an open binary file: returns ``(tensors, metadata)``, tensors in file order.
+    Raises ``SafetensorsError`` naming ``where`` for anything malformed."""
+    header, data_start, data_size = _read_header(f, where)
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise SafetensorsError(f"{where}: __metadata__ must map strings to strings")
+    entries = sorted(header.items(), key=lambda kv: _offsets(kv, where)[0])
+    expected = 0
+    tensors = {}
+    for name, info in entries:
+        begin, end = _offsets((name, info), where)
+        if begin != expected:
+            raise SafetensorsError(f"{where}: tensor {name!r} starts at byte {begin}, expected "
+                                   f"{expected} (tensors must tile the data without gaps or "
+                                   "overlap)")
+        shape = check_shape(info.get("shape"), where, f"tensor {name!r}")
+        dtype_name = info.get("dtype")
+        if isinstance(dtype_name, str) and dtype_name in _DTYPES:
+            dtype, extra = _DTYPES[dtype_name], None
+        elif isinstance(dtype_name, str) and dtype_name in _EXTRA_BY_ST:
+            extra, dtype = _EXTRA_BY_ST[dtype_name]
+        else:
+            raise SafetensorsError(f"{where}: tensor {name!r} has unsupported dtype "
+                                   f"{dtype_name!r}")
+        count = math.prod(shape)          # Python ints: a hostile shape cannot overflow
+        if end - begin != count * dtype.itemsize or end > data_size:
+            raise SafetensorsError(f"{where}: tensor {name!r} ({dtype_name} {list(shape)}) does "
+                                   f"not match its byte range [{begin}, {end}) in {data_size} "
+                                   "data bytes")
+        tensors[name] = _read_tensor(f, data_start + begin, shape, dtype, extra, where, name)
+        expected = end
+    if expected != data_size:
+        raise SafetensorsError(f"{where}: {data_size - expected} trailing bytes after the last "
+                               "tensor")
+    return tensors, dict(metadata)
+
+
+def _read_header(f, where):
+    """The parsed JSON header (a dict), where the data starts and how many bytes it has."""
     f.seek(0, os.SEEK_END)
     size = f.tell()
     f.seek(0)
     head = f.read(8)
     if len(head) < 8:
-        raise ValueError(f"{where}: file too short for a safetensors header ({size} bytes)")
+        raise SafetensorsError(f"{where}: file too short for a safetensors header ({size} "
+                               "bytes)")
     (n,) = struct.unpack("<Q", head)
     if n > MAX_HEADER or n > size - 8:
-        raise ValueError(f"{where}: header length {n} does not fit the file ({size} bytes)")
+        raise SafetensorsError(f"{where}: header length {n} does not fit the file ({size} "
+                               f"bytes; at most {MAX_HEADER})")
     try:
         header = json.loads(f.read(n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{where}: the header is not valid JSON ({e})") from None
+    except (ValueError, RecursionError) as e:      # bad UTF-8 / JSON, huge ints, deep nesting
+        raise SafetensorsError(f"{where}: the header is not valid JSON "
+                               f"({type(e).__name__}: {e})") from None
     if not isinstance(header, dict):
-        raise ValueError(f"{where}: the header must be a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise ValueError(f"{where}: __metadata__ must map strings to strings")
-    data_start, data_size = 8 + n, size - 8 - n
-    entries = sorted(header.items(), key=lambda kv: _offsets(kv, where)[0])
-    expected = 0
-    tensors = {}
-    for name, info in entries:
-        dtype_name, shape = info.get("dtype"), info.get("shape")
-        begin, end = _offsets((name, info), where)
-        if begin != expected:
-            raise ValueError(f"{where}: tensor {name!r} starts at byte {begin}, expected "
-                             f"{expected} (tensors must tile the data without gaps or overlap)")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
-            raise ValueError(f"{where}: tensor {name!r} has an invalid shape {shape!r}")
-        if dtype_name in _DTYPES:
-            dtype, extra = _DTYPES[dtype_name], None
-        elif dtype_name in _EXTRA_BY_ST:
-            extra, dtype = _EXTRA_BY_ST[dtype_name]
-        else:
-            raise ValueError(f"{where}: tensor {name!r} has unsupported dtype {dtype_name!r}")
-        count = math.prod(shape)          # Python ints: a hostile shape cannot overflow
-        if end - begin != count * dtype.itemsize or end > data_size:
-            raise ValueError(f"{where}: tensor {name!r} ({dtype_name} {shape}) does not match "
-                             f"its byte range [{begin}, {end}) in {data_size} data bytes")
-        array = np.empty(shape, dtype)
-        f.seek(data_start + begin)
-        if array.size and f.readinto(memoryview(array.reshape(-1).view(np.uint8))) != end - begin:
-            raise ValueError(f"{where}: file truncated inside tensor {name!r}")
-        if sys.byteorder == "big" and dtype.itemsize > 1:
-            array = array.astype(dtype.newbyteorder("="))
-        tensors[name] = from_bits(array, extra) if extra else array
-        expected = end
-    if expected != data_size:
-        raise ValueError(f"{where}: {data_size - expected} trailing bytes after the last tensor")
-    return tensors, dict(metadata)
+        raise SafetensorsError(f"{where}: the header must be a JSON object")
+    return header, 8 + n, size - 8 - n
+
+
+def _read_tensor(f, offset, shape, dtype, extra, where, name):
+    array = np.empty(shape, dtype)
+    f.seek(offset)
+    if array.size and f.readinto(memoryview(array.reshape(-1).view(np.uint8))) != array.nbytes:
+        raise SafetensorsError(f"{where}: file truncated inside tensor {name!r}")
+    if sys.byteorder == "big" and dtype.itemsize > 1:
+        array = array.astype(dtype.newbyteorder("="))
+    return from_bits(array, extra) if extra else array
 
 
 def _offsets(item, where):
     name, info = item
     offsets = info.get("data_offsets") if isinstance(info, dict) else None
     if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(isinstance(o, int) for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
-        raise ValueError(f"{where}: tensor {name!r} has invalid data_offsets {offsets!r}")
+            or not all(type(o) is int for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
+        raise SafetensorsError(f"{where}: tensor {name!r} has invalid data_offsets {offsets!r}")
     return offsets
 
 
@@ -216,5 +262,6 @@ def load_file(path):
 
 def load_file_with_metadata(path):
     """Read a safetensors file: ``(tensors, metadata)``."""
+    check_regular_file(path, SafetensorsError)
     with open(path, "rb") as f:
         return read(f, where=os.fspath(path))

@@ -23,6 +23,15 @@ file, a Hugging Face safetensors file) load as dicts of arrays.
 Every write is atomic: the data goes to a temporary file in the target's directory, is
 flushed to disk (fsync) and then renamed over the target, so a crash mid-save leaves the
 previous file intact.
+
+Loading treats the file as data from a stranger: each format accepts plain numeric arrays
+(and fixed-width bytes/text in .npz/.h5) only, checks every declared size before
+allocating, bounds what compressed data may inflate to (``max_inflation``), refuses HDF5
+links, external and virtual storage that reach outside the file, and raises one error type
+per format -- ``NpzFormatError``, ``HDF5FormatError``, ``SafetensorsError``,
+``TorchFileError``, all ``FileFormatError`` (a ``ValueError``) -- naming the file.  The
+readers are LeZero's one reader per format (``lezero.utils.npy``, ``hdf5``,
+``safetensors``, ``torch_pickle``), shared with ``lezero.data``'s datasets.
 """
 import json
 import os
@@ -32,13 +41,21 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable
+from lezero.utils import hdf5
 from lezero.utils import safetensors as st
-from lezero.utils.files import atomic_write
+from lezero.utils.files import MAX_DEPTH, FileFormatError, ReadBudget, atomic_write
+from lezero.utils.hdf5 import HDF5FormatError
+from lezero.utils.npy import NpzFormatError, read_npz
+from lezero.utils.safetensors import SafetensorsError
+from lezero.utils.torch_pickle import TorchFileError, UnsafePickleError, load_torch
+
+__all__ = ["save", "load", "flatten", "unflatten", "FileFormatError", "NpzFormatError",
+           "HDF5FormatError", "SafetensorsError", "TorchFileError", "UnsafePickleError",
+           "MAX_DEPTH", "SAVE_EXTENSIONS"]
 
 SKELETON = "__lezero__"       # the member / dataset / metadata key holding the skeleton
 FORMAT_VERSION = 1
 _TOP = "_"                    # array name when the whole object is one array
-
 
 # ----- the skeleton -------------------------------------------------------------------------
 _KEY_TYPES = (str, int, float, bool, type(None))
@@ -57,6 +74,8 @@ def flatten(obj):
     arrays = {}
 
     def visit(x, names, where):
+        if len(names) > MAX_DEPTH:
+            raise ValueError(f"lz.save: {where} is nested deeper than {MAX_DEPTH} levels")
         if isinstance(x, Variable):
             x = x.data
         if isinstance(x, np.generic) or isinstance(x, cuda.array_types()):
@@ -101,42 +120,69 @@ def flatten(obj):
     return visit(obj, [], ""), arrays
 
 
-def unflatten(skeleton, arrays, where="lz.load"):
-    """Rebuild the object from ``flatten``'s skeleton and the arrays read back."""
-    if isinstance(skeleton, list):
-        return [unflatten(v, arrays, where) for v in skeleton]
-    if not isinstance(skeleton, dict):
-        return skeleton
-    tag = skeleton.get("$")
-    if tag == "dict":
-        return {k: unflatten(v, arrays, where) for k, v in skeleton["items"]}
-    if tag == "tuple":
-        return tuple(unflatten(v, arrays, where) for v in skeleton["items"])
-    if tag == "array":
-        name = skeleton["name"]
-        if name not in arrays:
-            raise ValueError(f"{where}: the file's skeleton names array {name!r}, which is "
-                             "missing from the file")
-        a = arrays[name]
-        if "dtype" in skeleton and st.extra_dtype_name(a.dtype) is None:
-            a = st.from_bits(a, skeleton["dtype"])
-        return a[()] if skeleton.get("scalar") else a
-    raise ValueError(f"{where}: unknown skeleton entry {skeleton!r}")
+def unflatten(skeleton, arrays, where="lz.load", error=FileFormatError):
+    """Rebuild the object from ``flatten``'s skeleton and the arrays read back.  A
+    skeleton that does not describe an object (it came from a file) raises ``error``."""
+    def build(node, depth):
+        if depth > MAX_DEPTH:
+            raise error(f"{where}: the skeleton nests deeper than {MAX_DEPTH} levels")
+        if isinstance(node, list):
+            return [build(v, depth + 1) for v in node]
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        tag = node.get("$") if isinstance(node, dict) else None
+        items = node.get("items") if isinstance(node, dict) else None
+        if tag == "tuple" and isinstance(items, list):
+            return tuple(build(v, depth + 1) for v in items)
+        if tag == "dict" and isinstance(items, list) and all(
+                isinstance(i, list) and len(i) == 2 and isinstance(i[0], _KEY_TYPES)
+                for i in items):
+            return {k: build(v, depth + 1) for k, v in items}
+        if tag == "array":
+            return _array_leaf(node, arrays, where, error)
+        raise error(f"{where}: unknown skeleton entry {str(node)[:200]}")
+
+    return build(skeleton, 0)
+
+
+def _array_leaf(node, arrays, where, error):
+    name = node.get("name")
+    if not isinstance(name, str) or name not in arrays:
+        raise error(f"{where}: the file's skeleton names array {name!r}, which is missing "
+                    "from the file")
+    a = arrays[name]
+    if "dtype" in node:               # raw bits of bfloat16 / float8
+        tag = node["dtype"]
+        if not (isinstance(tag, str) and tag in st.EXTRA_DTYPES):
+            raise error(f"{where}: array {name!r} has an unknown dtype tag {tag!r}")
+        bits = st.EXTRA_DTYPES[tag][1]
+        if st.extra_dtype_name(a.dtype) is None:
+            if a.dtype.newbyteorder("=") != bits.newbyteorder("="):
+                raise error(f"{where}: array {name!r} tagged {tag} holds {a.dtype}, not the "
+                            f"{bits} bits of one")
+            a = st.from_bits(a, tag)
+    if node.get("scalar"):
+        if a.ndim:
+            raise error(f"{where}: array {name!r} is marked a scalar but has shape {a.shape}")
+        return a[()]
+    return a
 
 
 def _skeleton_text(skeleton):
     return json.dumps({"version": FORMAT_VERSION, "object": skeleton}, separators=(",", ":"))
 
 
-def _parse_skeleton(text, where):
+def _parse_skeleton(text, where, error):
     try:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8")
         doc = json.loads(text)
         version, skeleton = doc["version"], doc["object"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{where}: unreadable LeZero skeleton ({e})") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
+        raise error(f"{where}: unreadable LeZero skeleton ({type(e).__name__}: {e})") from None
     if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"{where}: written in LeZero checkpoint format {version!r}; this "
-                         f"LeZero reads up to format {FORMAT_VERSION}")
+        raise error(f"{where}: written in LeZero checkpoint format {version!r}; this "
+                    f"LeZero reads up to format {FORMAT_VERSION}")
     return skeleton
 
 
@@ -156,60 +202,60 @@ def _write_npz(f, skeleton, arrays):
             np.lib.format.write_array(member, text, allow_pickle=False)
 
 
-def _read_npz(path):
-    with np.load(path, allow_pickle=False) as npz:
-        if SKELETON not in npz.files:         # a plain np.savez file
-            return {k: npz[k] for k in npz.files}
-        skeleton = _parse_skeleton(npz[SKELETON].tobytes().decode("utf-8"), path)
-        arrays = {k: npz[k] for k in npz.files if k != SKELETON}
-    return unflatten(skeleton, arrays, path)
+def _read_npz(path, max_inflation=None):
+    """Through ``lezero.utils.npy`` (not ``np.load``): every member a ``.npy`` array of an
+    allowed dtype whose header agrees with its byte count, read only after its declared
+    size was charged to the inflation budget."""
+    arrays = read_npz(path, max_inflation=max_inflation)
+    if SKELETON not in arrays:                # a plain np.savez file
+        return arrays
+    text = arrays.pop(SKELETON)
+    if text.dtype != np.uint8 or text.ndim != 1:
+        raise NpzFormatError(f"{path}: the skeleton member is {text.dtype} {text.shape}, "
+                             "not bytes")
+    return unflatten(_parse_skeleton(text.tobytes(), path, NpzFormatError), arrays, path,
+                     NpzFormatError)
 
 
 # ----- HDF5 -------------------------------------------------------------------------------
-def _h5py():
-    try:
-        import h5py
-    except ImportError:
-        raise ImportError("lz.save/lz.load: HDF5 files need h5py (a LeZero dependency): "
-                          "pip install h5py") from None
-    return h5py
-
-
 def _write_h5(f, skeleton, arrays):
-    h5py = _h5py()
+    h5py = hdf5.h5py_module()
     with h5py.File(f, "w") as h5:
         for name, a in arrays.items():
             h5.create_dataset(name, data=_storable(a))
-        h5.create_dataset(SKELETON, data=_skeleton_text(skeleton))
+        # fixed-length bytes, not a variable-length string: its size is declared up front
+        h5.create_dataset(SKELETON, data=np.bytes_(_skeleton_text(skeleton).encode("utf-8")))
 
 
-def _read_h5(path):
-    h5py = _h5py()
-    with h5py.File(path, "r") as h5:
-        if SKELETON not in h5:
-            return _read_h5_group(h5, h5py)
-        text = h5[SKELETON][()]
-        skeleton = _parse_skeleton(text.decode("utf-8") if isinstance(text, bytes) else text,
-                                   path)
-        arrays = {}
+def _read_h5(path, max_inflation=None):
+    """Through ``lezero.utils.hdf5``: hard links only, storage inside the file, built-in
+    filters, numeric datasets, each charged to the inflation budget before it is read."""
+    budget = ReadBudget(path, HDF5FormatError, max_inflation)     # checks it is a file
+    h5 = hdf5.open_file(path)       # an unreadable path stays OSError, a non-HDF5 file not
+    try:
+        with h5:
+            tree = hdf5.walk_tree(h5, path)
+            if SKELETON not in tree:        # a foreign file: groups become dicts
+                return hdf5.read_tree(tree, budget)
+            text = _h5_skeleton(tree.pop(SKELETON), budget)
+            arrays = hdf5.read_tree(tree, budget, flat=True)
+    except FileFormatError:
+        raise
+    except hdf5.READ_ERRORS as e:
+        raise HDF5FormatError(f"{path}: not a readable HDF5 file ({type(e).__name__}: "
+                              f"{e})") from None
+    return unflatten(_parse_skeleton(text, path, HDF5FormatError), arrays, path,
+                     HDF5FormatError)
 
-        def collect(name, item):
-            if isinstance(item, h5py.Dataset) and name != SKELETON:
-                arrays[name] = np.asarray(item[()])     # scalars come back as 0-d arrays
 
-        h5.visititems(collect)
-    return unflatten(skeleton, arrays, path)
-
-
-def _read_h5_group(group, h5py):
-    """A foreign HDF5 file: groups become dicts, datasets arrays."""
-    out = {}
-    for name, item in group.items():
-        if isinstance(item, h5py.Group):
-            out[name] = _read_h5_group(item, h5py)
-        else:
-            out[name] = np.asarray(item[()])
-    return out
+def _h5_skeleton(dset, budget):
+    """The skeleton's text: fixed-length bytes (older files: a variable-length string)."""
+    h5py = hdf5.h5py_module()
+    if isinstance(dset, dict) or dset.shape != () or h5py.check_string_dtype(dset.dtype) is None:
+        raise HDF5FormatError(f"{budget.where}: {SKELETON!r} is not a string dataset")
+    hdf5.check_storage(dset, SKELETON, budget.where)
+    budget.charge(dset.dtype.itemsize, f"dataset {SKELETON!r}")
+    return dset[()]
 
 
 # ----- safetensors ------------------------------------------------------------------------
@@ -227,24 +273,20 @@ def _write_safetensors(f, skeleton, arrays):
     st.write(f, arrays, metadata)
 
 
-def _read_safetensors(path):
-    with open(path, "rb") as f:
-        tensors, metadata = st.read(f, where=path)
+def _read_safetensors(path, max_inflation=None):
+    """Nothing in a safetensors file is compressed: the reader bounds it by its size."""
+    tensors, metadata = st.load_file_with_metadata(path)
     if SKELETON not in metadata:
         return tensors
-    return unflatten(_parse_skeleton(metadata[SKELETON], path), tensors, path)
-
-
-# ----- PyTorch --------------------------------------------------------------------------------
-def _read_torch(path):
-    from lezero.utils.torch_pickle import load_torch
-    return load_torch(path)
+    return unflatten(_parse_skeleton(metadata[SKELETON], path, SafetensorsError), tensors,
+                     path, SafetensorsError)
 
 
 _WRITERS = {".npz": _write_npz, ".h5": _write_h5, ".hdf5": _write_h5,
             ".safetensors": _write_safetensors}
+SAVE_EXTENSIONS = tuple(_WRITERS)      # what ``save`` writes: .npz, .h5, .hdf5, .safetensors
 _READERS = {".npz": _read_npz, ".h5": _read_h5, ".hdf5": _read_h5,
-            ".safetensors": _read_safetensors, ".pt": _read_torch, ".pth": _read_torch}
+            ".safetensors": _read_safetensors, ".pt": load_torch, ".pth": load_torch}
 
 
 def _extension(path, table, verb):
@@ -266,8 +308,13 @@ def save(obj, path):
     atomic_write(path, lambda f: writer(f, skeleton, arrays), where="lz.save")
 
 
-def load(path):
+def load(path, max_inflation=None):
     """Load what ``save`` wrote (or a PyTorch ``.pt``/``.pth`` file, a plain ``.npz``, an
-    HDF5 or a safetensors file).  Arrays come back as NumPy arrays."""
+    HDF5 or a safetensors file).  Arrays come back as NumPy arrays.
+
+    A malformed or unsafe file raises the format's ``FileFormatError`` naming the file.
+    Compressed data may expand to at most ``max_inflation`` (default
+    ``lezero.utils.files.MAX_INFLATION``, 100) times the file's size; raise it for a
+    trusted file that needs more."""
     reader = _extension(path, _READERS, "load")
-    return reader(os.fspath(path))
+    return reader(os.fspath(path), max_inflation)

@@ -9,47 +9,67 @@
     <name>/data/<key>    the raw bytes of each storage
     <name>/byteorder     'little' or 'big'
 
-A pickle is a small program: its GLOBAL opcodes import any callable and its REDUCE opcodes
-call it, which is how a malicious file runs ``os.system``.  ``_SafeUnpickler.find_class``
-therefore resolves only an explicit allow-list, and every torch name on it maps to a
-function of this module that builds NumPy arrays; anything else raises
-``UnsafePickleError`` naming the refused global, before it could be called.  Storages
-become NumPy arrays read from the archive; tensors become (strided) views of them, so
-tensors that shared a storage in PyTorch share memory here too.  Offsets, sizes and strides
-are checked against the storage, so a hostile file cannot read outside it.
+A pickle is a small program: GLOBAL imports any callable and REDUCE calls it (how a
+malicious file runs ``os.system``).  ``_SafeUnpickler`` (a
+``numpy_pickle.RestrictedUnpickler``) therefore resolves only an allow-list: torch's
+rebuild functions, dtypes and storage types mapped to functions of this module, and the
+NumPy constructors of ``lezero.utils.numpy_pickle`` (plain numeric dtypes only); anything
+else raises ``UnsafePickleError`` before it could be called.  BUILD (``__setstate__`` or
+attribute writes) is the other way in: it may only give a state to an OrderedDict
+(dropped) and to NumPy's dtype and array, which check it.  Storages are read from the
+archive
+(charged to a ``ReadBudget``: no zip bombs); tensors are bounds-checked (strided) views of
+them, so tensors that shared a storage in PyTorch share memory here too.
 
-The result is plain Python: an ``OrderedDict`` state_dict loads as a ``dict`` of arrays,
-``nn.Parameter`` loads as its array, other containers and numbers as themselves.
-
-The legacy format (PyTorch < 1.6, or ``_use_new_zipfile_serialization=False``) is read
-too: a few pickles in a row followed by the raw storages, through the same unpickler.
+The result is plain Python: a state_dict loads as a ``dict`` of arrays, ``nn.Parameter``
+as its array, containers and numbers as themselves.  Every failure is a ``TorchFileError``
+(a ``ValueError``) naming the file.  The legacy format (PyTorch < 1.6: pickles in a row,
+then the raw storages) goes through the same unpickler.
 """
-import _compat_pickle
 import collections
+import io
 import math
+import os
 import pickle
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
+from lezero.utils import numpy_pickle as npk
 from lezero.utils import safetensors as st
+from lezero.utils.files import (MAX_DEPTH, FileFormatError, ReadBudget, open_zip,
+                                read_zip_member)
 
 
-class UnsafePickleError(pickle.UnpicklingError):
-    """The file asked for a global that is not on the allow-list (it may be malicious)."""
+class TorchFileError(FileFormatError, pickle.UnpicklingError):
+    """A ``.pt``/``.pth`` file is malformed; the message names the file and what is wrong."""
+
+
+class UnsafePickleError(TorchFileError):
+    """The file asked for a global that is not on the allow-list, or to change one of the
+    allowed objects (it may be malicious)."""
 
 
 class _Kind:
-    """A torch storage class or dtype from the pickle: the element type it stands for.
-
-    ``spec`` is a NumPy dtype string (``'<f4'``) or the name of a dtype NumPy lacks
-    (``'bfloat16'``, ``'float8_e4m3fn'``)."""
+    """A torch storage class or dtype: its element type ``spec``, a NumPy dtype string
+    (``'<f4'``) or the name of one NumPy lacks (``'bfloat16'``, ``'float8_e4m3fn'``)."""
 
     def __init__(self, name, spec):
         self.name, self.spec = name, spec
 
     def __repr__(self):
         return f"torch.{self.name}"
+
+
+class _StateDict(collections.OrderedDict):
+    """``OrderedDict`` to the pickle: BUILD may only give it an attribute dict (torch's
+    ``_metadata``), which is dropped."""
+
+    def __setstate__(self, state):
+        if not isinstance(state, dict):
+            raise UnsafePickleError(f"refusing OrderedDict state of type {type(state).__name__}")
 
 
 # element type of each torch dtype name (several names alias one dtype)
@@ -100,49 +120,50 @@ class _Storage:
 
     def _view(self, dtype):
         if self.raw.size % dtype.itemsize:
-            raise pickle.UnpicklingError(f"storage {self.key}: {self.raw.size} bytes is not a "
-                                         f"whole number of {dtype} elements")
+            raise TorchFileError(f"storage {self.key}: {self.raw.size} bytes is not a "
+                                 f"whole number of {dtype} elements")
         if dtype.itemsize > 1:
             dtype = dtype.newbyteorder("<" if self.byteorder == "little" else ">")
         array = self.raw.view(dtype)
         return array if array.dtype.isnative else array.astype(array.dtype.newbyteorder("="))
 
 
-def _strided_view(storage, spec, offset, size, stride):
-    """The tensor ``(offset, size, stride)`` (in elements) of ``storage``, bounds-checked."""
+def _strided_view(storage, kind, offset, size, stride):
+    """The tensor ``(offset, size, stride)`` (in elements of ``kind``) of ``storage``,
+    bounds-checked."""
+    if not isinstance(storage, _Storage):
+        raise TorchFileError(f"expected a storage, got {type(storage).__name__}")
     where = f"tensor in storage {storage.key}"
-    if not (isinstance(offset, int) and offset >= 0 and isinstance(size, (tuple, list))
-            and isinstance(stride, (tuple, list)) and len(size) == len(stride)
-            and all(isinstance(n, int) and n >= 0 for n in size)
-            and all(isinstance(s, int) and s >= 0 for s in stride)):
-        raise pickle.UnpicklingError(f"{where}: invalid layout offset={offset!r} "
-                                     f"size={size!r} stride={stride!r}")
-    elements = storage.elements(spec)
+    if not (type(offset) is int and offset >= 0 and isinstance(stride, (tuple, list))
+            and isinstance(size, (tuple, list)) and len(size) == len(stride)
+            and all(type(s) is int and s >= 0 for s in stride)):
+        raise TorchFileError(f"{where}: invalid layout offset={offset!r} size={size!r} "
+                             f"stride={stride!r}")
+    size = st.check_shape(size, where, "the tensor", TorchFileError)
+    elements = storage.elements(kind.spec)
     if math.prod(size) == 0:
-        return np.empty(tuple(size), elements.dtype)
+        return np.empty(size, elements.dtype)
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= elements.size:
-        raise pickle.UnpicklingError(f"{where}: the view (offset {offset}, size {tuple(size)}, "
-                                     f"stride {tuple(stride)}) reaches element {last} of a "
-                                     f"storage of {elements.size}")
+        raise TorchFileError(f"{where}: the view (offset {offset}, size {size}, stride "
+                             f"{tuple(stride)}) reaches element {last} of a storage of "
+                             f"{elements.size}")
     item = elements.itemsize
-    return np.lib.stride_tricks.as_strided(elements[offset:], shape=tuple(size),
+    return np.lib.stride_tricks.as_strided(elements[offset:], shape=size,
                                            strides=tuple(s * item for s in stride))
 
 
-# ----- the functions the allow-list maps torch's names to --------------------------------
+# ----- the functions the allow-list maps torch's names to ---------------------------------
 def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad=False, hooks=None,
                        metadata=None):
-    _expect_storage(storage)
-    return _strided_view(storage, storage.kind.spec, offset, size, stride)
+    return _strided_view(storage, getattr(storage, "kind", None), offset, size, stride)
 
 
 def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype,
                        metadata=None):
-    _expect_storage(storage)
-    if not isinstance(dtype, _Kind):
-        raise pickle.UnpicklingError(f"_rebuild_tensor_v3: expected a torch dtype, got {dtype!r}")
-    return _strided_view(storage, dtype.spec, offset, size, stride)
+    if not (isinstance(dtype, _Kind) and _DTYPES.get(dtype.name) is dtype):
+        raise TorchFileError(f"_rebuild_tensor_v3: expected a torch dtype, got {dtype!r}")
+    return _strided_view(storage, dtype, offset, size, stride)
 
 
 def _rebuild_parameter(data, requires_grad=True, hooks=None, state=None):
@@ -158,125 +179,85 @@ def _rebuild_from_type_v2(func, new_type, args, state):
     return func(*args)
 
 
-def _expect_storage(storage):
-    if not isinstance(storage, _Storage):
-        raise pickle.UnpicklingError(f"expected a storage, got {type(storage).__name__}")
-
-
-def _codecs_encode(text, encoding="utf-8"):
-    """Pickle protocol 2 writes bytes as ``_codecs.encode(str, 'latin1')``."""
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafePickleError(f"_codecs.encode: only (str, 'latin1') is allowed, got "
-                                f"({type(text).__name__}, {encoding!r})")
-    return text.encode("latin1")
-
-
-_NDARRAY = _Kind("ndarray", None)   # stands for numpy.ndarray: data, not a callable class
-
-
-def _numpy_reconstruct(subtype, shape, dtype):
-    """numpy's pickled arrays: an empty ndarray that BUILD then fills (and checks)."""
-    if subtype is not _NDARRAY:
-        raise UnsafePickleError(f"numpy _reconstruct: refusing subtype {subtype!r}")
-    return np.ndarray.__new__(np.ndarray, shape, dtype)
-
-
-def _numpy_scalar(dtype, data=None):
-    if not isinstance(dtype, np.dtype) or dtype.hasobject:
-        raise UnsafePickleError(f"numpy scalar: refusing dtype {dtype!r}")
-    if not isinstance(data, bytes) or len(data) != dtype.itemsize:
-        raise pickle.UnpicklingError(f"numpy scalar: expected {dtype.itemsize} bytes of data")
-    return np.frombuffer(data, dtype)[0]
-
-
-_REBUILDERS = (_rebuild_tensor_v2, _rebuild_tensor_v3)
 _TENSOR_TYPES = {("torch", "Tensor"): _Kind("Tensor", None),
                  ("torch.nn.parameter", "Parameter"): _Kind("Parameter", None)}
-
-_ALLOWED = {
-    ("collections", "OrderedDict"): collections.OrderedDict,
+_FUNCTIONS = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
     ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
     ("torch._tensor", "_rebuild_from_type_v2"): _rebuild_from_type_v2,
-    ("torch", "Size"): tuple,
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-    ("builtins", "complex"): complex,
-    ("_codecs", "encode"): _codecs_encode,
-    ("numpy", "ndarray"): _NDARRAY,
-    ("numpy", "dtype"): np.dtype,
-    ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct,
-    ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct,
-    ("numpy.core.multiarray", "scalar"): _numpy_scalar,
-    ("numpy._core.multiarray", "scalar"): _numpy_scalar,
 }
+_ALLOWED = dict(_FUNCTIONS)
+_ALLOWED.update(npk.NUMPY_GLOBALS)
+_ALLOWED.update({
+    ("collections", "OrderedDict"): _StateDict, ("torch", "Size"): tuple,
+    ("builtins", "set"): set, ("builtins", "frozenset"): frozenset,
+    ("builtins", "complex"): complex,
+})
 _ALLOWED.update(_TENSOR_TYPES)
 _ALLOWED.update({("torch", name): kind for name, kind in _DTYPES.items()})
 _ALLOWED.update({("torch", name): kind for name, kind in _STORAGES.items()})
 _ALLOWED[("torch.storage", "UntypedStorage")] = _STORAGES["UntypedStorage"]
+_REBUILDERS = (_rebuild_tensor_v2, _rebuild_tensor_v3)
 
 
-class _SafeUnpickler(pickle.Unpickler):
-    """An Unpickler that resolves globals only from ``_ALLOWED`` and persistent ids only
-    through ``storages`` (None: the pickle may not reference storages)."""
+class _SafeUnpickler(npk.RestrictedUnpickler):
+    """The restricted unpickler with torch's allow-list; persistent ids (storages) resolve
+    only through ``storages`` (None: the pickle may not reference storages).  Whatever the
+    shared NumPy constructors refuse becomes an ``UnsafePickleError``."""
+
+    allowed = _ALLOWED
+    buildable = npk.RestrictedUnpickler.buildable + (_StateDict,)
 
     def __init__(self, file, where, storages=None):
-        super().__init__(file)
-        self._where, self._storages = where, storages
+        super().__init__(file, where)
+        self._storages = storages
 
-    def find_class(self, module, name):
-        # protocol-2 pickles use Python 2 names (__builtin__, commands): translate them as
-        # pickle itself does, so the allow-list and the error speak Python 3
-        if (module, name) in _compat_pickle.NAME_MAPPING:
-            module, name = _compat_pickle.NAME_MAPPING[(module, name)]
-        elif module in _compat_pickle.IMPORT_MAPPING:
-            module = _compat_pickle.IMPORT_MAPPING[module]
-        found = _ALLOWED.get((module, name))
-        if found is None:
-            raise UnsafePickleError(
-                f"{self._where}: refusing to load global '{module}.{name}': only tensors, "
-                "containers and numbers are allowed (this file may run code if loaded with "
-                "pickle; if you trust it, load it with torch and save its tensors as "
-                ".safetensors)")
-        return found
+    def load(self):
+        try:
+            return super().load()
+        except npk.NotAllowed as e:
+            raise UnsafePickleError(str(e)) from None
+
+    def refused(self, module, name):
+        return UnsafePickleError(
+            f"{self.where}: refusing to load global '{module}.{name}': only tensors, "
+            "containers and numbers are allowed (this file may run code if loaded with "
+            "pickle; if you trust it, load it with torch and save its tensors as "
+            ".safetensors)")
 
     def persistent_load(self, pid):
         if (self._storages is None or not isinstance(pid, tuple) or len(pid) < 5
                 or pid[0] != "storage"):
-            raise pickle.UnpicklingError(f"{self._where}: unexpected persistent id {pid!r}")
+            raise TorchFileError(f"{self.where}: unexpected persistent id {pid!r}")
         kind, key, numel = pid[1], pid[2], pid[4]
-        if not isinstance(kind, _Kind) or kind.name not in _STORAGES:
-            raise pickle.UnpicklingError(f"{self._where}: unknown storage type {kind!r}")
-        if not isinstance(key, str) or not key.isalnum():
-            raise pickle.UnpicklingError(f"{self._where}: invalid storage key {key!r}")
-        if not isinstance(numel, int) or numel < 0:
-            raise pickle.UnpicklingError(f"{self._where}: invalid storage size {numel!r}")
+        if not isinstance(kind, _Kind) or _STORAGES.get(kind.name) is not kind:
+            raise TorchFileError(f"{self.where}: unknown storage type {kind!r}")
+        if not isinstance(key, str) or not (key.isascii() and key.isalnum()):
+            raise TorchFileError(f"{self.where}: invalid storage key {key!r}")
+        if type(numel) is not int or numel < 0:
+            raise TorchFileError(f"{self.where}: invalid storage size {numel!r}")
         return self._storages.get(kind, key, numel, pid[5:])
 
 
 class _ZipStorages:
-    """Storages of a zip checkpoint: ``<prefix>data/<key>`` members, read on first use."""
+    """Storages of a zip checkpoint: ``<prefix>data/<key>`` members, read on first use,
+    each charged to the archive's ``budget`` before it is inflated."""
 
-    def __init__(self, archive, prefix, byteorder, where):
-        self.archive, self.prefix, self.byteorder, self.where = archive, prefix, byteorder, where
+    def __init__(self, archive, prefix, byteorder, budget):
+        self.archive, self.prefix, self.byteorder = archive, prefix, byteorder
+        self.budget, self.where = budget, budget.where
         self.loaded = {}
 
     def get(self, kind, key, numel, extra):
         if extra:
-            raise pickle.UnpicklingError(f"{self.where}: unexpected storage view {extra!r}")
+            raise TorchFileError(f"{self.where}: unexpected storage view {extra!r}")
         if key not in self.loaded:
             name = f"{self.prefix}data/{key}"
-            try:
-                info = self.archive.getinfo(name)
-            except KeyError:
-                raise pickle.UnpicklingError(f"{self.where}: the archive has no "
-                                             f"{name!r}") from None
-            raw = np.empty(info.file_size, np.uint8)
-            with self.archive.open(info) as f:
-                if info.file_size and f.readinto(memoryview(raw)) != info.file_size:
-                    raise pickle.UnpicklingError(f"{self.where}: {name!r} is truncated")
+            if name not in self.archive.NameToInfo:
+                raise TorchFileError(f"{self.where}: the archive has no {name!r}")
+            raw = read_zip_member(self.archive, self.archive.getinfo(name), self.budget)
             self.loaded[key] = _Storage(key, raw, kind, self.byteorder)
         return self.loaded[key]
 
@@ -284,16 +265,20 @@ class _ZipStorages:
 class _LegacyStorages:
     """Storages of a legacy (non-zip) file.  Their bytes follow the main pickle, so each
     storage is allocated when first referenced (tensor views are made on it) and filled
-    afterwards by ``fill``."""
+    afterwards by ``fill``; together they cannot be larger than the file."""
 
-    def __init__(self, where):
-        self.where = where
+    def __init__(self, where, file_size):
+        self.where, self.left = where, file_size
         self.roots = {}
         self.views = []
 
     def get(self, kind, key, numel, extra):
         itemsize = _itemsize(kind.spec)
         if key not in self.roots:
+            if numel * itemsize > self.left:
+                raise TorchFileError(f"{self.where}: storage {key} declares {numel} elements, "
+                                     "more than the file holds")
+            self.left -= numel * itemsize
             self.roots[key] = _Storage(key, np.zeros(numel * itemsize, np.uint8), kind,
                                        "little")
         root = self.roots[key]
@@ -301,9 +286,9 @@ class _LegacyStorages:
         if view is None:
             return root
         if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str)
-                and all(isinstance(v, int) and v >= 0 for v in view[1:])
+                and all(type(v) is int and v >= 0 for v in view[1:])
                 and (view[1] + view[2]) * itemsize <= root.raw.size):
-            raise pickle.UnpicklingError(f"{self.where}: invalid storage view {view!r}")
+            raise TorchFileError(f"{self.where}: invalid storage view {view!r}")
         _, offset, size = view
         part = _Storage(view[0], root.raw[offset * itemsize:(offset + size) * itemsize], kind,
                         "little")
@@ -312,18 +297,19 @@ class _LegacyStorages:
 
     def fill(self, f, keys):
         """Read each storage's bytes (an int64 element count, then the data) in order."""
-        if not isinstance(keys, list) or set(keys) != set(self.roots):
-            raise pickle.UnpicklingError(f"{self.where}: the storage key list does not match "
-                                         "the storages the pickle uses")
+        if not isinstance(keys, list) or len(keys) != len(self.roots) \
+                or set(keys) != set(self.roots):
+            raise TorchFileError(f"{self.where}: the storage key list does not match "
+                                 "the storages the pickle uses")
         for key in keys:
             root = self.roots[key]
             head = f.read(8)
             count = int.from_bytes(head, "little") if len(head) == 8 else -1
             if count * _itemsize(root.kind.spec) != root.raw.size:
-                raise pickle.UnpicklingError(f"{self.where}: storage {key} holds {count} "
-                                             "elements, not the size the pickle declared")
+                raise TorchFileError(f"{self.where}: storage {key} holds {count} "
+                                     "elements, not the size the pickle declared")
             if root.raw.size and f.readinto(memoryview(root.raw)) != root.raw.size:
-                raise pickle.UnpicklingError(f"{self.where}: file truncated in storage {key}")
+                raise TorchFileError(f"{self.where}: file truncated in storage {key}")
         for storage in list(self.roots.values()) + self.views:
             storage.refresh()
 
@@ -332,49 +318,76 @@ def _itemsize(spec):
     return st.EXTRA_DTYPES[spec][1].itemsize if spec in st.EXTRA_DTYPES else np.dtype(spec).itemsize
 
 
-def _plain(obj):
-    """OrderedDicts (and their ``_metadata``) become dicts, recursively; torch dtypes
-    become NumPy dtypes (or the name, for ``'bfloat16'`` and the float8 types)."""
-    if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_plain(v) for v in obj)
-    if isinstance(obj, _Kind) and obj.spec is not None:     # a torch dtype
-        return obj.spec if obj.spec in st.EXTRA_DTYPES else np.dtype(obj.spec)
-    if isinstance(obj, _Storage):                            # a storage saved on its own
-        return obj.elements(obj.kind.spec)
-    return obj
+def _torch_value(x):
+    """A torch dtype as a NumPy dtype (or the name, for bfloat16/float8); a storage saved
+    on its own as its elements."""
+    if isinstance(x, _Kind) and x.spec is not None:
+        return x.spec if x.spec in st.EXTRA_DTYPES else np.dtype(x.spec)
+    if isinstance(x, _Storage):
+        return x.elements(x.kind.spec)
+    return x
+
+
+def _plain(obj, where):
+    """The unpickled object as plain Python (see ``numpy_pickle.plain``): OrderedDicts
+    become dicts, NumPy values are unwrapped, torch dtypes become NumPy dtypes."""
+    return npk.plain(obj, where, TorchFileError, _torch_value)
 
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
+# what a malformed file makes the unpickler, NumPy or zipfile raise: TorchFileError
+_MALFORMED = (pickle.UnpicklingError, ValueError, TypeError, KeyError, IndexError,
+              AttributeError, OverflowError, RecursionError, EOFError, struct.error,
+              zipfile.BadZipFile, zlib.error, NotImplementedError, RuntimeError)
 
 
-def load_torch(path):
-    """Load a file written by ``torch.save`` as nested dicts/lists of NumPy arrays."""
-    where = str(path)
-    if not zipfile.is_zipfile(path):
-        with open(path, "rb") as f:
-            return _plain(_load_legacy(f, where))
-    with zipfile.ZipFile(path) as archive:
-        names = archive.namelist()
-        pickles = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
-        if not pickles:
-            kind = "a TorchScript archive" if any(n.endswith("constants.pkl") for n in names) \
-                else "a zip file without data.pkl"
-            raise ValueError(f"{where}: {kind}, not a torch.save checkpoint")
-        prefix = pickles[0][:-len("data.pkl")]
-        byteorder = "little"
-        if prefix + "byteorder" in names:
-            byteorder = archive.read(prefix + "byteorder").decode("ascii").strip()
-            if byteorder not in ("little", "big"):
-                raise ValueError(f"{where}: unknown byteorder {byteorder!r}")
-        storages = _ZipStorages(archive, prefix, byteorder, where)
-        with archive.open(pickles[0]) as f:
-            obj = _SafeUnpickler(f, where, storages).load()
-    return _plain(obj)
+def load_torch(path, max_inflation=None):
+    """Load a file written by ``torch.save`` as nested dicts/lists of NumPy arrays.
+
+    Raises ``TorchFileError`` (a ``ValueError``; ``UnsafePickleError`` for a refused
+    global) naming the file for anything malformed.  A zip member may inflate to at most
+    ``max_inflation`` (default ``lezero.utils.files.MAX_INFLATION``) times the file's
+    size in total."""
+    where = os.fspath(path)
+    budget = ReadBudget(where, TorchFileError, max_inflation)
+    try:
+        with open(where, "rb") as f:
+            if not zipfile.is_zipfile(f):
+                f.seek(0)
+                return _plain(_load_legacy(f, where), where)
+        with open_zip(where, TorchFileError, "a PyTorch zip archive") as archive:
+            return _plain(_load_zip(archive, budget), where)
+    except TorchFileError as e:       # raised where the file's name is not known: add it
+        if str(e).startswith(where):
+            raise
+        raise type(e)(f"{where}: {e}") from None
+    except EOFError:
+        raise TorchFileError(f"{where}: the pickle is truncated or declares more data than "
+                             "the file holds (a corrupt or hostile length field?)") from None
+    except _MALFORMED as e:
+        raise TorchFileError(f"{where}: malformed PyTorch file ({type(e).__name__}: {e})") \
+            from None
+
+
+def _load_zip(archive, budget):
+    where = budget.where
+    names = archive.namelist()
+    pickles = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
+    if not pickles:
+        kind = "a TorchScript archive" if any(n.endswith("constants.pkl") for n in names) \
+            else "a zip file without data.pkl"
+        raise TorchFileError(f"{where}: {kind}, not a torch.save checkpoint")
+    prefix = pickles[0][:-len("data.pkl")]
+    byteorder = "little"
+    if prefix + "byteorder" in names:
+        raw = read_zip_member(archive, archive.getinfo(prefix + "byteorder"), budget, limit=16)
+        byteorder = raw.tobytes().decode("ascii", "replace").strip()
+        if byteorder not in ("little", "big"):
+            raise TorchFileError(f"{where}: unknown byteorder {byteorder!r}")
+    storages = _ZipStorages(archive, prefix, byteorder, budget)
+    data = read_zip_member(archive, archive.getinfo(pickles[0]), budget)
+    return _SafeUnpickler(io.BytesIO(data), where, storages).load()
 
 
 def _load_legacy(f, where):
@@ -383,23 +396,35 @@ def _load_legacy(f, where):
     of storage keys, then each storage's bytes (little-endian) in that order."""
     def header():
         try:
-            return _SafeUnpickler(f, where).load()
+            return _SafeUnpickler(_Capped(f), where).load()
         except UnsafePickleError:
             raise
         except Exception:
             return None
 
     if header() != _LEGACY_MAGIC:
-        raise ValueError(f"{where}: not a PyTorch file (neither the zip archive torch.save "
-                         "writes nor its legacy format)")
+        raise TorchFileError(f"{where}: not a PyTorch file (neither the zip archive "
+                             "torch.save writes nor its legacy format)")
     if header() != _LEGACY_PROTOCOL:
-        raise ValueError(f"{where}: unsupported legacy PyTorch protocol version")
+        raise TorchFileError(f"{where}: unsupported legacy PyTorch protocol version")
     if not isinstance(header(), dict):     # system info; torch ignores it too (data is LE)
-        raise ValueError(f"{where}: damaged legacy PyTorch header")
-    storages = _LegacyStorages(where)
-    obj = _SafeUnpickler(f, where, storages).load()
-    storages.fill(f, _SafeUnpickler(f, where).load())
+        raise TorchFileError(f"{where}: damaged legacy PyTorch header")
+    storages = _LegacyStorages(where, os.fstat(f.fileno()).st_size)
+    obj = _SafeUnpickler(_Capped(f), where, storages).load()
+    storages.fill(f, _SafeUnpickler(_Capped(f), where).load())
     return obj
 
 
-__all__ = ["load_torch", "UnsafePickleError"]
+class _Capped:
+    """A file whose ``read(n)`` asks for no more than is left: ``read(2**40)`` on a plain
+    file allocates the 2**40 bytes before finding out the file is short."""
+
+    def __init__(self, f):
+        self.f, self.size = f, os.fstat(f.fileno()).st_size
+        self.readline, self.readinto = f.readline, f.readinto
+
+    def read(self, n=-1):
+        return self.f.read(min(n, max(0, self.size - self.f.tell())) if n >= 0 else -1)
+
+
+__all__ = ["load_torch", "TorchFileError", "UnsafePickleError", "MAX_DEPTH"]

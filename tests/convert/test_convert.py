@@ -115,7 +115,7 @@ def test_densenet_legacy_keys_are_renamed(tmp_path):
 def test_bad_input_is_reported(tmp_path, capsys):
     torch.save(torch.nn.Linear(2, 2), tmp_path / "module.pt")   # a pickled Module
     assert main([str(tmp_path / "module.pt"), "--model", "alexnet", "-o",
-                 str(tmp_path / "x.npz")]) == 1
+                 str(tmp_path / "x.npz")]) == 2                 # bad input
     assert "error:" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="does not exist"):
         read_state_dict(tmp_path / "nothing.pth")

@@ -145,7 +145,7 @@ def test_safetensors_rejects_hostile_headers(tmp_path):
         (dict(header={"a": {"dtype": "F99", "shape": [2], "data_offsets": [0, 8]}}),
          "dtype 'F99'"),
         (dict(header={"a": f32(0, 4)}), "4 trailing bytes"),
-        (dict(header={"a": f32(0, 8, (2 ** 62, 2 ** 62))}), "does not match"),  # overflow
+        (dict(header={"a": f32(0, 8, (2 ** 62, 2 ** 62))}), "invalid shape"),   # overflow
         (dict(header={"a": f32(0, 8, (-2,))}), "invalid shape"),
         (dict(header={"a": f32(0, 4)}, data=b"\0\0"), "does not match"),         # truncated
         (dict(header=[1, 2]), "must be a JSON object"),
