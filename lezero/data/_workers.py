@@ -5,7 +5,10 @@ Tasks are ``("reset", epoch, seed)`` at the start of an epoch, then
 ``("fetch", epoch, batch_index, slot, indices)``; ``None`` asks the worker to exit.  A
 result is ``(status, epoch, batch_index, slot, payload)`` with status ``ok`` (payload: the
 shared-memory description of the batch), ``end`` (an iterable dataset ran out) or ``err``
-(payload: the exception and the worker's traceback as text).
+(payload: the exception and the worker's traceback as text).  Replies travel as bytes
+the worker pickled itself (``_remote.encode``), so a batch that cannot be pickled is that
+batch's error and the worker lives on.  A dead worker or a timeout breaks the pool
+(``failure``): every later request raises the same error.
 
 Batches are assigned round-robin and read back in order, so the main process always
 knows which pipe the next batch comes from.  While it waits it also watches every
@@ -13,20 +16,20 @@ worker's process sentinel, so a worker that dies wakes it at once.  Each worker 
 its parent's sentinel, so workers never outlive a killed main process.
 """
 import multiprocessing
-import os
 import pickle
 import random
 import signal
 import time
-import traceback
 import weakref
 from multiprocessing.connection import wait
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
 from lezero.data import _shm
 from lezero.data._fetch import IterableFetcher, MapFetcher, batch_stream
 from lezero.data._random import WORKER
+from lezero.data._remote import batch_name, decode, encode, in_worker
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -57,40 +60,6 @@ def get_worker_info():
     return _worker_info
 
 
-class RemoteError:
-    """An exception raised in a worker, carried to the main process with its traceback."""
-
-    def __init__(self, exc, worker_id, where="while building a batch"):
-        self.exc_type = type(exc)
-        try:
-            pickle.dumps(self.exc_type)
-        except Exception:          # a class defined inside a function cannot travel
-            self.exc_type = RuntimeError
-        tb = "".join(traceback.format_exception(exc))
-        self.message = (f"Caught {type(exc).__name__} in DataLoader worker {worker_id} "
-                        f"(pid {os.getpid()}) {where}.\nOriginal traceback:\n{tb}")
-
-    def reraise(self):
-        msg = self.message
-        if self.exc_type is KeyError:
-            msg = _KeyErrorMessage(msg)    # KeyError would print the message as a repr
-        try:
-            err = self.exc_type(msg)
-        except Exception:                  # the type needs other constructor arguments
-            err = RuntimeError(msg)
-        try:
-            raise err
-        finally:
-            # Drop the local: a frame holding its own exception is a reference cycle that
-            # would keep the iterator (and its workers) alive until a GC pass.
-            err = None
-
-
-class _KeyErrorMessage(str):
-    def __repr__(self):
-        return str(self)
-
-
 # ----- inside a worker ---------------------------------------------------------------------
 
 def _seed_worker(cfg):
@@ -113,8 +82,8 @@ class _Worker:
         if cfg["worker_init_fn"] is not None:
             try:
                 cfg["worker_init_fn"](self.id)
-            except Exception as e:     # reported with the first batch this worker owes
-                self.init_error = RemoteError(e, self.id, "in worker_init_fn")
+            except (Exception, SystemExit) as e:     # reported with the first batch owed
+                self.init_error = in_worker(e, self.id, "in worker_init_fn")
         self.fetcher = None if self.iterable else MapFetcher(
             cfg["dataset"], cfg["auto_collation"], cfg["collate_fn"])
         self.writer = _shm.SlotWriter(cfg["prefix"], self.id)
@@ -151,11 +120,14 @@ class _Worker:
             if self.iterable:
                 status = "end"
             else:     # a map-style dataset has no business raising it
-                status, payload = "err", RemoteError(e, self.id)
-        except Exception as e:
-            status, payload = "err", RemoteError(e, self.id)
+                status, payload = "err", self._error(e, idx, indices)
+        except (Exception, SystemExit) as e:     # sys.exit() in a dataset fails its batch
+            status, payload = "err", self._error(e, idx, indices)
         self.count += 1
         return (status, epoch, idx, slot, payload)
+
+    def _error(self, exc, idx, indices):
+        return in_worker(exc, self.id, f"while building {batch_name(idx, indices)}")
 
     def close(self):
         self.writer.close()
@@ -181,11 +153,8 @@ def worker_loop(cfg, task_conn, result_conn, done_event):
                 worker.reset(*msg[1:])
                 continue
             reply = worker.build(*msg[1:])
-            try:
-                result_conn.send(reply)
-            except (pickle.PicklingError, TypeError, AttributeError) as e:
-                # Something in the batch cannot be pickled: say so instead of dying.
-                result_conn.send(("err",) + reply[1:4] + (RemoteError(e, worker.id),))
+            # A batch that cannot be pickled becomes its own error; the worker goes on.
+            result_conn.send_bytes(encode(reply, worker.id, msg[4]))
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass
     finally:
@@ -208,6 +177,7 @@ class WorkerPool:
         self.procs, self.task_conns, self.result_conns = [], [], []
         self.reader = _shm.SlotReader(self.prefix, num_workers, prefetch)
         self.closed = False
+        self.failure = None         # why the pool broke (a dead worker, a timeout)
         try:
             for w in range(num_workers):
                 task_r, task_w = ctx.Pipe(duplex=False)
@@ -234,31 +204,39 @@ class WorkerPool:
 
     def send(self, w, msg):
         try:
-            self.task_conns[w].send(msg)
+            data = ForkingPickler.dumps(msg)
+        except Exception as e:    # the sampler gave something that cannot travel
+            what = batch_name(msg[2], msg[4]) if msg[0] == "fetch" else repr(msg[0])
+            raise TypeError(f"DataLoader: cannot send {what} to worker {w}: the sampler's "
+                            f"indices cannot be pickled ({type(e).__name__}: {e})") from None
+        try:
+            self.task_conns[w].send_bytes(data)
         except (BrokenPipeError, ConnectionResetError, OSError):
-            self.raise_dead(w)
+            pass    # w died: ``recv`` delivers what it sent before, then raises its death
 
     def recv(self, w, timeout, what):
-        """The next result from worker ``w``; raises if any worker died or on timeout."""
-        conn = self.result_conns[w]
-        sentinels = {p.sentinel: i for i, p in enumerate(self.procs)}
+        """The next result from worker ``w``; raises if ``w`` died or on timeout.
+
+        Only ``w``'s own death counts here: another worker that died after sending its
+        results still delivers them, and its death is raised when its next batch is due
+        (so which batches arrive does not depend on timing).  A reply that cannot be
+        unpickled comes back as an error reply for ``what``."""
+        conn, sentinel = self.result_conns[w], self.procs[w].sentinel
         deadline = None if not timeout else time.monotonic() + timeout
         while True:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait([conn, *sentinels], remaining)
-            if conn in ready:
+            ready = wait([conn, sentinel], remaining)
+            if conn in ready:     # what a dead worker sent before dying is read first
                 try:
-                    return conn.recv()
-                except (EOFError, ConnectionResetError):
+                    data = conn.recv_bytes()
+                except (EOFError, ConnectionResetError, OSError):
                     self.raise_dead(w)
-            for s in ready:
-                if s in sentinels:
-                    self.raise_dead(sentinels[s])
+                return decode(data, w, self.procs[w].pid, what)
+            if sentinel in ready:
+                self.raise_dead(w)
             if not ready and deadline is not None:
-                pid = self.procs[w].pid
-                self.shutdown()
-                raise RuntimeError(f"DataLoader timed out after {timeout} s waiting for "
-                                   f"{what} from worker {w} (pid {pid})")
+                self.fail(f"DataLoader timed out after {timeout} s waiting for {what} from "
+                          f"worker {w} (pid {self.procs[w].pid}); the worker was stopped")
 
     def raise_dead(self, w):
         proc = self.procs[w]
@@ -276,9 +254,15 @@ class WorkerPool:
             hint = " It may have run out of memory (the OOM killer sends SIGKILL)."
         elif code == -signal.SIGBUS:
             hint = " Shared memory (/dev/shm) may be too small."
+        self.fail(f"DataLoader worker {w} (pid {proc.pid}) exited unexpectedly ({desc})."
+                  f"{hint}")
+
+    def fail(self, message):
+        """Stop every worker and raise ``message``; the pool is broken from now on, and
+        ``failure`` keeps the message so that every later request raises it again."""
+        self.failure = message
         self.shutdown()
-        raise RuntimeError(f"DataLoader worker {w} (pid {proc.pid}) exited unexpectedly "
-                           f"({desc}).{hint}")
+        raise RuntimeError(message)
 
     def alive(self):
         return not self.closed

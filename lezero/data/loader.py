@@ -219,7 +219,11 @@ class _MultiProcessIter:
             if indices is None:
                 return False
         slot = self._slots.take(w)
-        self._pool.send(w, ("fetch", self._epoch, self._send_idx, slot, indices))
+        try:
+            self._pool.send(w, ("fetch", self._epoch, self._send_idx, slot, indices))
+        except BaseException:
+            self._slots.discard(w, slot)     # nothing will be built in it
+            raise
         self._tasks[self._send_idx] = (w, slot)
         self._send_idx += 1
         self._next_worker = (w + 1) % self._num_workers
@@ -230,25 +234,25 @@ class _MultiProcessIter:
 
     def __next__(self):
         while True:
+            if self._pool.failure is not None:    # a dead worker broke this iterator:
+                raise RuntimeError(self._pool.failure)     # say so again, never stop
             if self._rcvd_idx == self._send_idx or self._pool.closed:
                 if not self._persistent:
                     self._pool.shutdown()
                 raise StopIteration
             w, slot = self._tasks.pop(self._rcvd_idx)
-            status, _, idx, _, payload = self._pool.recv(w, self._timeout,
-                                                         f"batch {self._rcvd_idx}")
+            status, _, _, _, payload = self._pool.recv(w, self._timeout,
+                                                       f"batch {self._rcvd_idx}")
             self._rcvd_idx += 1
-            if status == "ok":      # views of the slot: it is held while the user has them
-                batch = self._slots.read(w, slot, payload)
-            else:
+            try:
+                if status == "ok":      # views of the slot: held while the user has them
+                    return self._slots.read(w, slot, payload)
                 self._slots.discard(w, slot)
-            if status == "end":
-                self._active[w] = False
-            self._put()
-            if status == "ok":
-                return batch
-            if status == "err":
-                payload.reraise()
+                if status == "err":
+                    payload.reraise()
+                self._active[w] = False          # "end": this worker's stream ran out
+            finally:                  # whatever became of this batch, keep the queue full
+                self._put()
 
     def _shutdown_workers(self):
         """Stop the workers now (also done automatically when the iterator is deleted)."""

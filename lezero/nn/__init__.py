@@ -10,3 +10,18 @@ from lezero.nn import utils             # noqa: E402  (after the layers it may u
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "init", "utils"] + list(_layers)
+
+# Subpackages with their own import cost load on first use, so ``from lezero import nn``
+# stays fast and ``nn.models.get_model(...)`` works without ``import lezero.nn.models``.
+_LAZY_SUBMODULES = ("models", "functional")
+
+
+def __getattr__(name):
+    if name in _LAZY_SUBMODULES:
+        import importlib
+        return importlib.import_module(f"lezero.nn.{name}")
+    raise AttributeError(f"module 'lezero.nn' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY_SUBMODULES))

@@ -4,8 +4,13 @@ from lezero.data.datasets.download import (check_integrity, default_root, downlo
                                            download_url, extract_tar)
 from lezero.data.datasets.graphs import Graph, karate_club, stochastic_block_model
 from lezero.data.datasets.idx import read_idx, write_idx
-from lezero.data.datasets.storage import (HDF5Dataset, ImageFolder, MemmapDataset, NpyDataset,
-                                          NpzDataset, load_image)
+from lezero.data.datasets.errors import (ArchiveError, CIFARFileError, DataFileError,
+                                         HDF5FileError, HDF5KeyError, IdxFileError,
+                                         ImageFileError, NpyFileError, NpzFileError,
+                                         NpzKeyError, RawFileError)
+from lezero.data.datasets.hdf5 import HDF5Dataset
+from lezero.data.datasets.storage import (ImageFolder, MemmapDataset, NpyDataset, NpzDataset,
+                                          load_image)
 from lezero.data.datasets.shapes import (SHAPE_CLASSES, ShapesDetection,
                                          ShapesSegmentation, generate_shapes)
 from lezero.data.datasets.spoken_digits import SpokenDigits
@@ -19,4 +24,6 @@ __all__ = ["Spiral", "SinCurve", "Digits", "MNIST", "FashionMNIST", "CIFAR10",
            "read_idx", "write_idx", "download_url", "download_from_mirrors", "extract_tar",
            "check_integrity", "default_root", "DEBIAN_FASHION_MNIST", "SHAPE_CLASSES",
            "generate_shapes", "ShapesDetection", "ShapesSegmentation", "Graph", "karate_club",
-           "stochastic_block_model", "SpokenDigits"]
+           "stochastic_block_model", "SpokenDigits", "DataFileError", "RawFileError",
+           "IdxFileError", "NpyFileError", "NpzFileError", "NpzKeyError", "HDF5FileError",
+           "HDF5KeyError", "ImageFileError", "ArchiveError", "CIFARFileError"]

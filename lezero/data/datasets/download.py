@@ -6,19 +6,23 @@ corrupt file.  Any URL ``urllib`` opens works, including ``file://`` (how the te
 fixture files without a network).
 """
 import hashlib
+import lzma
 import os
 import shutil
 import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zlib
 
-from lezero.utils.files import atomic_write
+from lezero.data.datasets.errors import ArchiveError
+from lezero.utils.files import ReadBudget, atomic_write
 
 __all__ = ["default_root", "file_digest", "check_integrity", "download_url",
-           "download_from_mirrors", "extract_tar"]
+           "download_from_mirrors", "extract_tar", "MAX_TAR_MEMBERS"]
 
 _CHUNK = 1 << 20
+MAX_TAR_MEMBERS = 100_000      # members extract_tar accepts by default
 
 
 def default_root():
@@ -60,6 +64,10 @@ def download_url(url, root, filename=None, checksum=None, timeout=60, progress=F
     if not filename:
         raise ValueError(f"download_url: cannot tell a file name from url {url!r}; pass "
                          f"filename")
+    if filename in (".", "..") or "\0" in filename or os.path.basename(filename) != filename \
+            or (os.altsep and os.altsep in filename):
+        raise ValueError(f"download_url: filename must be a plain file name (no folders), "
+                         f"got {filename!r}")
     if checksum is not None and _algorithm(checksum) is None:
         raise ValueError(f"download_url: checksum must be an md5 (32 hex digits) or sha256 "
                          f"(64) digest, got {checksum!r}")
@@ -109,29 +117,62 @@ def download_from_mirrors(mirrors, filename, root, checksum=None, progress=False
     raise IOError(f"could not download {filename} from any mirror:\n" + "\n".join(errors))
 
 
-def extract_tar(archive, dest):
+def extract_tar(archive, dest, max_inflation=None, max_members=MAX_TAR_MEMBERS):
     """Extract a (compressed) tar archive into ``dest``, safely and atomically.
 
-    Members that would land outside ``dest`` (absolute paths, ``..``, links out) are
-    refused.  Everything is extracted into a temporary folder first and each top-level
-    entry is then renamed into place, so an interrupted extraction leaves no half folder.
+    Only regular files and folders whose paths stay inside ``dest`` are accepted:
+    absolute paths, ``..``, symbolic and hard links, device files and FIFOs raise
+    ``ArchiveError`` (an ``OSError``) naming the archive and the member, as do more than
+    ``max_members`` members or members totalling more than ``max_inflation`` (default
+    ``lezero.utils.files.MAX_INFLATION``) times the archive's size.  Everything is
+    checked before anything is written, extracted into a temporary folder, and each
+    top-level entry is then renamed into place, so a refused or interrupted extraction
+    leaves no half folder.
     """
+    budget = ReadBudget(archive, ArchiveError, max_inflation)
     os.makedirs(dest, exist_ok=True)
     tmp = tempfile.mkdtemp(dir=dest, prefix=".extract-")
     try:
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
-                target = os.path.realpath(os.path.join(tmp, member.name))
-                if not target.startswith(os.path.realpath(tmp) + os.sep) or \
-                        member.issym() or member.islnk():
-                    raise IOError(f"extract_tar: refusing unsafe member {member.name!r} in "
-                                  f"{archive}")
-            tar.extractall(tmp)
+        try:
+            with tarfile.open(archive) as tar:
+                members = _checked_members(tar, archive, tmp, budget, max_members)
+                if hasattr(tarfile, "data_filter"):      # Python's own checks as well
+                    tar.extractall(tmp, members=members, filter="data")
+                else:
+                    tar.extractall(tmp, members=members)
+        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError) as e:
+            if isinstance(e, ArchiveError):
+                raise
+            raise ArchiveError(f"extract_tar: cannot extract {archive} "
+                               f"({type(e).__name__}: {e})") from None
         for entry in os.listdir(tmp):
             final = os.path.join(dest, entry)
-            if os.path.isdir(final):
+            if os.path.isdir(final) and not os.path.islink(final):
                 shutil.rmtree(final)
+            elif os.path.lexists(final) and not os.path.isdir(os.path.join(tmp, entry)):
+                os.unlink(final)
             os.replace(os.path.join(tmp, entry), final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _checked_members(tar, archive, tmp, budget, max_members):
+    """The archive's members, each checked (kind, path, size) as it is read."""
+    root = os.path.realpath(tmp) + os.sep
+    members = []
+    for member in tar:
+        if len(members) >= max_members:
+            raise ArchiveError(f"extract_tar: {archive} has more than {max_members} "
+                               f"members")
+        target = os.path.realpath(os.path.join(tmp, member.name)) + (
+            os.sep if member.isdir() else "")        # "./" itself is a folder inside
+        if not (member.isfile() or member.isdir()) or not target.startswith(root) \
+                or os.path.isabs(member.name):
+            kind = "link" if member.issym() or member.islnk() else \
+                "file" if member.isfile() or member.isdir() else "special file"
+            raise ArchiveError(f"extract_tar: refusing unsafe member {member.name!r} "
+                               f"({kind}) in {archive}")
+        budget.charge(member.size, f"member {member.name!r}")
+        members.append(member)
+    return members

@@ -4,12 +4,15 @@ An IDX file is: two zero bytes, a type code, the number of dimensions, each dime
 big-endian uint32, then the values in C order, big-endian.
 """
 import gzip
+import math
 import os
 import struct
+import zlib
 
 import numpy as np
 
-from lezero.utils.files import atomic_write
+from lezero.data.datasets.errors import IdxFileError
+from lezero.utils.files import ReadBudget, atomic_write
 
 __all__ = ["read_idx", "write_idx"]
 
@@ -18,29 +21,49 @@ _TYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"),
 _CODES = {dt.newbyteorder("="): code for code, dt in _TYPES.items()}
 
 
-def _open(path):
+def _is_gzip(path):
     with open(path, "rb") as f:
-        gzipped = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gzipped else open(path, "rb")
+        return f.read(2) == b"\x1f\x8b"
 
 
-def read_idx(path):
+def read_idx(path, max_inflation=None):
     """Read an IDX file (gzip'd or not, told by its first bytes) into a native-endian
-    array; raises ``ValueError`` naming the file when it is malformed or truncated."""
-    with _open(path) as f:
-        head = f.read(4)
-        if len(head) != 4 or head[:2] != b"\x00\x00" or head[2] not in _TYPES:
-            raise ValueError(f"read_idx: {path} is not an IDX file (header {head!r})")
-        dtype, ndim = _TYPES[head[2]], head[3]
-        dims = f.read(4 * ndim)
-        if len(dims) != 4 * ndim:
-            raise ValueError(f"read_idx: {path} ends inside its header")
-        shape = struct.unpack(f">{ndim}I", dims)
-        expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        body = f.read(expected + 1)
+    array.  A malformed or truncated file raises ``IdxFileError`` (a ``ValueError``)
+    naming it; the declared size is checked before it is read: against the file's size,
+    or for a gzip'd file against ``max_inflation`` (default
+    ``lezero.utils.files.MAX_INFLATION``) times it."""
+    budget = ReadBudget(path, IdxFileError, max_inflation)    # a regular file (not a pipe)
+    gzipped = _is_gzip(path)
+    try:
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as f:
+            return _read_body(f, path, gzipped, budget)
+    except (OSError, EOFError, zlib.error) as e:      # a corrupt gzip stream
+        if isinstance(e, IdxFileError):
+            raise
+        raise IdxFileError(f"read_idx: {path} cannot be read ({type(e).__name__}: "
+                           f"{e})") from None
+
+
+def _read_body(f, path, gzipped, budget):
+    head = f.read(4)
+    if len(head) != 4 or head[:2] != b"\x00\x00" or head[2] not in _TYPES:
+        raise IdxFileError(f"read_idx: {path} is not an IDX file (header {head!r})")
+    dtype, ndim = _TYPES[head[2]], head[3]
+    dims = f.read(4 * ndim)
+    if len(dims) != 4 * ndim:
+        raise IdxFileError(f"read_idx: {path} ends inside its header")
+    shape = struct.unpack(f">{ndim}I", dims)
+    expected = math.prod(shape) * dtype.itemsize      # Python ints: no overflow
+    if gzipped:
+        budget.charge(expected, f"shape {shape} of {dtype}")
+    elif 4 + 4 * ndim + expected != os.path.getsize(path):
+        found = os.path.getsize(path) - 4 - 4 * ndim
+        raise IdxFileError(f"read_idx: {path} should hold {expected} data bytes for shape "
+                           f"{shape}, found {found}")
+    body = f.read(expected + 1)
     if len(body) != expected:
-        raise ValueError(f"read_idx: {path} should hold {expected} data bytes for shape "
-                         f"{shape}, found {len(body) if len(body) <= expected else 'more'}")
+        raise IdxFileError(f"read_idx: {path} should hold {expected} data bytes for shape "
+                           f"{shape}, found {len(body) if len(body) <= expected else 'more'}")
     return np.frombuffer(body, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 

@@ -21,8 +21,10 @@ import numpy as np
 from lezero.data.audio import resample
 from lezero.data.dataset import Dataset
 from lezero.data.datasets.download import default_root
+from lezero.data.datasets.errors import NpzFileError
 from lezero.utils.checks import check_int
 from lezero.utils.files import atomic_write
+from lezero.utils.npy import read_npz
 
 __all__ = ["DIGIT_WORDS", "VOICES", "TRAIN_VOICES", "TEST_VOICES", "espeak_available",
            "synthesize", "SpokenDigits", "synthetic_digits"]
@@ -96,6 +98,24 @@ def _generate(path, n, max_digits, seed, pool, progress):
                  where="SpokenDigits")
 
 
+def _read_cache(path):
+    """``(pcm, offsets, labels, voices)`` of a cache file, checked for consistency (a
+    cache may be tampered with: it lives in a shared folder)."""
+    arrays = read_npz(path, ("pcm", "offsets", "labels", "voices"), who="SpokenDigits: ")
+    pcm, offsets, labels, voices = (arrays[k] for k in ("pcm", "offsets", "labels", "voices"))
+    n = len(offsets) - 1
+    ok = (pcm.ndim == 1 and pcm.dtype == np.int16 and offsets.ndim == 1 and n >= 0 and
+          offsets.dtype.kind == "i" and labels.ndim == 2 and labels.dtype.kind == "i" and
+          len(labels) == n and voices.ndim == 1 and len(voices) == n)
+    if ok:
+        ok = offsets[0] == 0 and offsets[-1] == len(pcm) and bool(np.all(np.diff(offsets) >= 0))
+    if not ok:
+        raise NpzFileError(f"SpokenDigits: {path} is not a consistent cache (pcm {pcm.dtype}"
+                           f" {pcm.shape}, offsets {offsets.shape}, labels {labels.shape}, "
+                           f"voices {voices.shape}); delete it to regenerate")
+    return pcm, offsets, labels, voices
+
+
 class SpokenDigits(Dataset):
     """Sample ``i`` is ``(wave float32 (samples,) at 16 kHz, digits int64 (k,))``.
 
@@ -120,9 +140,8 @@ class SpokenDigits(Dataset):
                                    f"{self.path})")
             _generate(self.path, n, max_digits, split_seed,
                       TRAIN_VOICES if train else TEST_VOICES, progress)
-        with np.load(self.path) as f:
-            pcm, offsets, labels = f["pcm"], f["offsets"], f["labels"]
-            self.voices = [str(v) for v in f["voices"]]
+        pcm, offsets, labels, voices = _read_cache(self.path)
+        self.voices = [str(v) for v in voices]
         self.waves = [pcm[a:b].astype(np.float32) / 32767 for a, b in zip(offsets, offsets[1:])]
         self.labels = [row[row >= 0] for row in labels]
 

@@ -16,11 +16,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 def load_corpus(name="tiny_corpus"):
     """The text of a corpus shipped with LeZero (``lezero/data/datasets/<name>.txt``)."""
-    path = os.path.join(_HERE, f"{name}.txt")
-    if not os.path.isfile(path):
-        shipped = sorted(f[:-4] for f in os.listdir(_HERE) if f.endswith(".txt"))
+    shipped = sorted(f[:-4] for f in os.listdir(_HERE) if f.endswith(".txt"))
+    if name not in shipped:             # a name, never a path that could leave the folder
         raise FileNotFoundError(f"load_corpus: no corpus {name!r}; shipped: {shipped}")
-    with open(path, encoding="utf-8") as f:
+    with open(os.path.join(_HERE, f"{name}.txt"), encoding="utf-8") as f:
         return f.read()
 
 

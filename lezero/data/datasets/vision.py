@@ -8,11 +8,12 @@ Fashion-MNIST also read the four standard IDX ``.gz`` files from any folder give
 sizes, label range) rather than md5, since repackaged archives differ byte for byte.
 """
 import os
-import pickle
 
 import numpy as np
 
+from lezero.data.datasets.batch_pickle import load_batch
 from lezero.data.datasets.download import default_root, download_from_mirrors, extract_tar
+from lezero.data.datasets.errors import CIFARFileError, IdxFileError
 from lezero.data.datasets.idx import read_idx
 from lezero.data.datasets.toy import ArrayDataset
 
@@ -66,13 +67,13 @@ class _IDXImages(ArrayDataset):
     def _validate(self, images, labels, folder):
         where = f"{type(self).__name__} files in {folder!r}"
         if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
-            raise ValueError(f"{where}: images should be (N, 28, 28) uint8, got "
+            raise IdxFileError(f"{where}: images should be (N, 28, 28) uint8, got "
                              f"{images.shape} {images.dtype}")
         if labels.ndim != 1 or len(labels) != len(images):
-            raise ValueError(f"{where}: {len(images)} images but labels of shape "
+            raise IdxFileError(f"{where}: {len(images)} images but labels of shape "
                              f"{labels.shape}")
         if len(labels) and (labels.min() < 0 or labels.max() >= len(self.classes)):
-            raise ValueError(f"{where}: labels outside 0..{len(self.classes) - 1}")
+            raise IdxFileError(f"{where}: labels outside 0..{len(self.classes) - 1}")
 
 
 class MNIST(_IDXImages):
@@ -99,23 +100,6 @@ class FashionMNIST(_IDXImages):
              "t10k-labels-idx1-ubyte.gz": "bb300cfdad3c16e7a12a480ee83cd310"}
     classes = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
                "Sneaker", "Bag", "Ankle boot"]
-
-
-class _BatchUnpickler(pickle.Unpickler):
-    """CIFAR batches are pickles: allow only what they contain (NumPy arrays, builtins),
-    so a tampered file cannot run code."""
-
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray",
-                                                            "_reconstruct"),
-                ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-                ("numpy._core.multiarray", "scalar"), ("_codecs", "encode"),
-                ("builtins", "bytearray")}
-
-    def find_class(self, module, name):
-        if (module, name) in self._ALLOWED:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"CIFAR10: unexpected object {module}.{name} in a "
-                                     f"batch file")
 
 
 class CIFAR10(ArrayDataset):
@@ -146,13 +130,33 @@ class CIFAR10(ArrayDataset):
             extract_tar(path, self.root)
         xs, ys = [], []
         for n in names:
-            with open(os.path.join(folder, n), "rb") as f:
-                batch = _BatchUnpickler(f, encoding="bytes").load()
-            data = batch.get(b"data", batch.get("data"))
-            labels = batch.get(b"labels", batch.get("labels"))
-            if data is None or labels is None or len(data) != len(labels):
-                raise ValueError(f"CIFAR10: {n} in {folder!r} is not a CIFAR-10 batch")
-            xs.append(np.asarray(data, dtype=np.uint8).reshape(-1, 3, 32, 32))
-            ys.append(np.asarray(labels, dtype=np.int64))
+            x, y = _read_cifar_batch(os.path.join(folder, n), len(self.classes))
+            xs.append(x)
+            ys.append(y)
         images = np.concatenate(xs).transpose(0, 2, 3, 1).copy()    # to HWC, as decoders give
         super().__init__(images, np.concatenate(ys), transform, target_transform)
+
+
+def _read_cifar_batch(path, num_classes):
+    """``(images (N, 3, 32, 32) uint8, labels (N,) int64)`` of one batch file, after
+    checking what it holds (a uint8 array of N rows of 3072 bytes, N int labels in range)
+    before anything is converted."""
+    batch = load_batch(path)
+    data = batch.get(b"data", batch.get("data"))
+    labels = batch.get(b"labels", batch.get("labels"))
+    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2
+            and data.shape[1] == 3 * 32 * 32):
+        raise CIFARFileError(f"CIFAR10: {path}: 'data' should be a uint8 array of rows of "
+                             f"3072 bytes, got {_describe(data)}")
+    if not (isinstance(labels, list) and len(labels) == len(data) and
+            all(type(t) is int and 0 <= t < num_classes for t in labels)):
+        raise CIFARFileError(f"CIFAR10: {path}: 'labels' should be {len(data)} ints in "
+                             f"0..{num_classes - 1}, got {_describe(labels)}")
+    return data.reshape(-1, 3, 32, 32), np.asarray(labels, dtype=np.int64)
+
+
+def _describe(obj):
+    if isinstance(obj, np.ndarray):
+        return f"{obj.dtype} array of shape {obj.shape}"
+    return f"{type(obj).__name__} of length {len(obj)}" if hasattr(obj, "__len__") else \
+        type(obj).__name__
