@@ -16,7 +16,9 @@ from lezero.jit import passes
 
 def load(path):
     """Load a graph written by ``StaticGraph.save`` (a ``.lzg`` file): a StaticGraph that
-    runs without the Python code that made it."""
+    runs without the Python code that made it.  The file is data: only LeZero's own
+    operators and helper types are named, everything is checked before it runs, and any
+    problem is a ``GraphFormatError`` naming the file (see ``docs/jit.md``)."""
     from lezero.jit.serialize import load_graph
     return load_graph(path)
 

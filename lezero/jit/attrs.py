@@ -4,14 +4,14 @@ A Function keeps its non-array arguments (an axis, a geometry, a mask) as attrib
 in ``__init__``.  The tracer copies them in ``forward_preprocess``, before ``forward``
 adds its saved state (``mean``, ``indices`` ...), so what is kept is exactly what a fresh
 instance needs.  Graph links (``inputs``, ``outputs``, ``generation``) are left out.
+Which classes a saved graph may name is ``lezero.jit.allow``'s business.
 """
 import numpy as np
 
 from lezero import cuda
 from lezero.jit.ir import ValueRef, _is_lezero_object, _object_state
 
-__all__ = ["GRAPH_KEYS", "snapshot", "bind_values", "attrs_equal", "instantiate",
-           "function_class", "object_class"]
+__all__ = ["GRAPH_KEYS", "snapshot", "bind_values", "attrs_equal", "instantiate"]
 
 GRAPH_KEYS = frozenset({"inputs", "outputs", "generation", "needs_input_grad", "output_meta",
                         "_jit_out_meta", "forward"})
@@ -90,40 +90,3 @@ def instantiate(cls, attrs, container_keys=()):
     for key in container_keys:
         f.__dict__[key] = type(attrs[key])(attrs[key])
     return f
-
-
-def _all_subclasses(cls):
-    seen, stack = [], [cls]
-    while stack:
-        for sub in stack.pop().__subclasses__():
-            if sub not in seen:
-                seen.append(sub)
-                stack.append(sub)
-    return seen
-
-
-def function_class(name):
-    """The ``lezero.Function`` subclass called ``name`` (found among the loaded ones, so
-    a graph does not depend on which module of ``lezero.functions`` defines it)."""
-    import lezero.functions  # noqa: F401  (loads every operator)
-    from lezero.core import Function
-    matches = [c for c in _all_subclasses(Function) if c.__name__ == name]
-    if not matches:
-        return None
-    # Prefer LeZero's own class over a user subclass of the same name.
-    matches.sort(key=lambda c: not c.__module__.startswith("lezero."))
-    return matches[0]
-
-
-def object_class(name, module_hint=None):
-    """A helper class (e.g. a convolution geometry) by name: first in the module the
-    graph recorded, else in any loaded ``lezero`` module."""
-    import sys
-    candidates = [module_hint] if module_hint else []
-    candidates += sorted(m for m in list(sys.modules) if m.startswith("lezero."))
-    for mod_name in candidates:
-        module = sys.modules.get(mod_name)
-        cls = getattr(module, name, None) if module is not None else None
-        if isinstance(cls, type) and cls.__name__ == name:
-            return cls
-    return None

@@ -1,5 +1,7 @@
 """The errors and warnings of ``lezero.jit``: each says what went wrong and where."""
 
+from lezero.utils.files import FileFormatError
+
 __all__ = ["TraceError", "GuardError", "VerifyError", "GraphFormatError", "TracerWarning"]
 
 
@@ -17,7 +19,7 @@ class VerifyError(AssertionError):
     """``verify=N``: the static graph's outputs differ from eager execution."""
 
 
-class GraphFormatError(ValueError):
+class GraphFormatError(FileFormatError):
     """A saved graph (``.lzg``) is corrupt, truncated or of an unknown version."""
 
 

@@ -14,6 +14,12 @@ to drop after it.  Each call then
 
 Dropout nodes draw a fresh mask from LeZero's generator on every call, with the same
 calls dropout makes, so a seeded replay reproduces a seeded eager run.
+
+A graph loaded from a file (``graph.meta["loaded_from"]``) is replayed *checked*: after
+each node the executor compares what it produced with the shape and dtype the file
+records and raises ``GraphFormatError`` on a difference, so the load-time checks, which
+read those records, describe the arrays that really flow (a few tuple comparisons per
+node; traced graphs skip them).
 """
 import numpy as np
 
@@ -21,6 +27,7 @@ from lezero import cuda
 from lezero.core import Variable, as_array
 from lezero.random import get_rng
 from lezero.jit.attrs import instantiate
+from lezero.jit.errors import GraphFormatError
 from lezero.jit.ir import resolve_refs, walk_refs
 from lezero.jit.passes.memory import plan_memory
 
@@ -29,7 +36,7 @@ __all__ = ["Program"]
 
 class _Step:
     __slots__ = ("node", "cls", "attrs", "containers", "refs", "ins", "outs", "free",
-                 "dropout", "kernel", "inplace", "live", "n_in", "cut")
+                 "dropout", "kernel", "inplace", "live", "n_in", "cut", "expect")
 
     def __init__(self, node, slot_of, plan_index, plan):
         self.node, self.cls = node, node.fn_class
@@ -47,6 +54,7 @@ class _Step:
         self.cut = (set(range(self.n_in)) if node.attrs.get("_nograd")
                     else set(node.attrs.get("_detach", ())))
         self.kernel = node.attrs.get("_kernel")
+        self.expect = None
         self.free, self.inplace, self.live = [], None, []
         if plan is not None and plan_index is not None:
             target = plan.inplace.get(plan_index)
@@ -86,6 +94,11 @@ class Program:
         self.n_slots, self.slot_of = n, slot_of
         self.steps = [_Step(node, slot_of, None if expand_fused else k, plan)
                       for k, node in enumerate(nodes)]
+        self.source = graph.meta.get("loaded_from")
+        if self.source is not None:
+            for step in self.steps:
+                step.expect = [(graph.values[n].shape, graph.values[n].dtype)
+                               for n in step.node.outputs]
         self.in_slots = [slot_of[n] for n in graph.inputs]
         self.param_slots = [(slot_of[n], p) for n, p in graph.params.items()]
         self.const_slots = [(slot_of[n], c) for n, c in graph.consts.items()]
@@ -125,12 +138,26 @@ class Program:
                 ys = f.forward(*xs)
                 if not isinstance(ys, tuple):
                     ys = (ys,)
+            if step.expect is not None:
+                self._check(step, ys)
             for slot, y in zip(step.outs, ys):
                 if slot is not None:
                     env[slot] = y if type(y) is np.ndarray else as_array(y)
             for slot in step.free:
                 env[slot] = None
         return [env[i] for i in self.out_slots]
+
+    def _check(self, step, ys):
+        """A loaded graph's node must produce what its file records."""
+        ys = [y if hasattr(y, "shape") else np.asarray(y) for y in ys]
+        if len(ys) == len(step.expect) and all(y.shape == shape and y.dtype == dtype
+                                               for y, (shape, dtype) in zip(ys, step.expect)):
+            return
+        got = [f"{y.dtype}{list(y.shape)}" for y in ys]
+        want = [f"{dtype}{list(shape)}" for shape, dtype in step.expect]
+        raise GraphFormatError(f"jit: graph loaded from {self.source!r}: node {step.node.op} "
+                               f"produced {', '.join(got)}, but the file records "
+                               f"{', '.join(want)}")
 
     def _buffer(self, step, env):
         """The dying input buffer a fused kernel may overwrite, when that is safe."""
@@ -158,6 +185,8 @@ class Program:
             ys = f(*xs)
             if not isinstance(ys, (list, tuple)):
                 ys = (ys,)
+            if step.expect is not None:
+                self._check(step, [_data(y) for y in ys])
             for slot, y in zip(step.outs, ys):
                 if slot is not None:
                     env[slot] = y

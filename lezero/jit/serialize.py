@@ -18,28 +18,37 @@ A ``.lzg`` file is a zip archive with two members:
     parameters (by their names), constants (by their value names) and attribute arrays
     (``attr.<node>.<name>.<k>``), in the safetensors format.
 
-The file is written with ``atomic_write``; loading checks the archive, the JSON, the
-format version, every operator and every tensor, and a corrupt or truncated file raises
-``GraphFormatError`` saying which part is wrong.
+The file is written with ``atomic_write``.  A file is data: loading reads the archive
+with bounded sizes (``MAX_GRAPH_JSON``, inflation at most ``MAX_RATIO`` times), parses
+the JSON, decodes attributes through an allow-list (``decode``, ``allow``) and checks
+the whole graph against itself and the weights (``loadcheck``, ``opchecks``) before
+anything runs.  Every problem with the file is a ``GraphFormatError`` naming the file
+and what is wrong; a missing file is ``FileNotFoundError``.
 """
 import io
 import json
 import math
+import os
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 
 from lezero import cuda
 from lezero.core import Parameter
-from lezero.jit import attrs as A
+from lezero.jit import allow
 from lezero.jit.errors import GraphFormatError
-from lezero.jit.ir import Graph, Node, Value, ValueRef, _is_lezero_object, _object_state
+from lezero.jit.ir import ValueRef, _object_state
+from lezero.jit.loadcheck import META_KEYS, read_extras, read_graph
 from lezero.utils import safetensors
 from lezero.utils.files import atomic_write
 
-__all__ = ["save_graph", "load_graph", "FORMAT", "VERSION"]
+__all__ = ["save_graph", "load_graph", "FORMAT", "VERSION", "MAX_GRAPH_JSON", "MAX_RATIO"]
 
 FORMAT, VERSION = "lezero-graph", 1
+MAX_GRAPH_JSON = 64 << 20       # bytes of graph.json
+MAX_RATIO = 100                 # a compressed member inflates at most this many times
 _RUNTIME_ONLY = ("_kernel",)
 
 
@@ -60,9 +69,10 @@ class _Encoder:
             key = f"attr.{where}.{len(self.arrays)}"
             self.arrays[key] = cuda.as_numpy(v)
             return {"$array": key}
-        if isinstance(v, np.generic):
+        if isinstance(v, np.generic) and v.dtype.name in allow.DTYPES:
             return {"$scalar": [v.dtype.name, self.encode(v.item(), where)]}
-        if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        if (isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic))) \
+                and np.dtype(v).name in allow.DTYPES:
             return {"$dtype": np.dtype(v).name}
         if isinstance(v, tuple) and hasattr(v, "_fields"):
             return {"$namedtuple": type(v).__name__, "module": type(v).__module__,
@@ -78,61 +88,13 @@ class _Encoder:
             return {"$slice": [self.encode(x, where) for x in (v.start, v.stop, v.step)]}
         if v is Ellipsis:
             return {"$ellipsis": True}
-        if isinstance(v, (int, float, complex)) and not isinstance(v, bool):
-            return self.encode(type(v).__mro__[-2](v), where)
-        if _is_lezero_object(v):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return self.encode(int(v) if isinstance(v, int) else float(v), where)
+        if allow.helper_key(v) is not None:
             return {"$object": type(v).__name__, "module": type(v).__module__,
                     "state": {k: self.encode(x, where) for k, x in _object_state(v).items()}}
         raise TypeError(f"StaticGraph.save: cannot store attribute {where} of type "
                         f"{type(v).__name__}")
-
-
-class _Decoder:
-    def __init__(self, arrays, where):
-        self.arrays, self.where = arrays, where
-
-    def decode(self, v):
-        if isinstance(v, list):
-            return [self.decode(x) for x in v]
-        if not isinstance(v, dict):
-            return v
-        (tag, body), = list(v.items())[:1]
-        if tag == "$tuple":
-            return tuple(self.decode(x) for x in body)
-        if tag == "$ref":
-            return ValueRef(body)
-        if tag == "$array":
-            if body not in self.arrays:
-                raise GraphFormatError(f"{self.where}: attribute array {body!r} is missing "
-                                       "from the weights")
-            return self.arrays[body]
-        if tag == "$float":
-            return float(body)
-        if tag == "$scalar":
-            return np.dtype(body[0]).type(self.decode(body[1]))
-        if tag == "$dtype":
-            return np.dtype(body)
-        if tag == "$dict":
-            return {self.decode(k): self.decode(x) for k, x in body}
-        if tag == "$slice":
-            return slice(*[self.decode(x) for x in body])
-        if tag == "$ellipsis":
-            return Ellipsis
-        if tag in ("$object", "$namedtuple"):
-            return self._object(v, tag)
-        raise GraphFormatError(f"{self.where}: unknown attribute tag {tag!r}")
-
-    def _object(self, v, tag):
-        cls = A.object_class(v[tag], v.get("module"))
-        if cls is None:
-            raise GraphFormatError(f"{self.where}: LeZero has no class {v[tag]!r} (needed by "
-                                   "a saved attribute; was the graph saved by a newer LeZero?)")
-        if tag == "$namedtuple":
-            return cls(**{k: self.decode(x) for k, x in v["fields"].items()})
-        obj = object.__new__(cls)
-        for k, x in v["state"].items():
-            object.__setattr__(obj, k, self.decode(x))
-        return obj
 
 
 def _encode_node(enc, node, where):
@@ -156,7 +118,7 @@ def save_graph(static_graph, path):
            "out_tree": enc.encode(g.out_tree, "out_tree"),
            "signature": enc.encode(static_graph.signature, "signature"),
            "mode": enc.encode(static_graph.mode, "mode"),
-           "meta": {k: v for k, v in g.meta.items() if isinstance(v, (int, float, str))}}
+           "meta": {k: v for k, v in g.meta.items() if k in META_KEYS}}
     tensors = {n: cuda.as_numpy(p.data) for n, p in g.params.items()}
     tensors.update({n: cuda.as_numpy(c) for n, c in g.consts.items()})
     tensors.update(enc.arrays)
@@ -173,90 +135,122 @@ def save_graph(static_graph, path):
     return path
 
 
+def _member(z, info, path):
+    """The bytes of one archive member, its sizes checked before anything is inflated."""
+    limit = MAX_GRAPH_JSON if info.filename == "graph.json" else None
+    if info.flag_bits & 0x1:
+        raise GraphFormatError(f"jit.load: {path!r}: {info.filename} is encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise GraphFormatError(f"jit.load: {path!r}: {info.filename} uses compression "
+                               f"method {info.compress_type} (only stored or deflated)")
+    if info.compress_type == zipfile.ZIP_STORED and info.file_size != info.compress_size:
+        raise GraphFormatError(f"jit.load: {path!r}: {info.filename} declares "
+                               f"{info.file_size} bytes stored in {info.compress_size}")
+    if info.file_size > MAX_RATIO * info.compress_size + (1 << 20) or (
+            limit is not None and info.file_size > limit):
+        raise GraphFormatError(
+            f"jit.load: {path!r}: {info.filename} would inflate {info.compress_size} bytes "
+            f"to {info.file_size} (limits: ratio {MAX_RATIO}, graph.json "
+            f"{MAX_GRAPH_JSON} bytes)")
+    return z.read(info)
+
+
 def _read_archive(path):
+    """(graph.json bytes, weights bytes): exactly the two members, sizes bounded."""
+    if isinstance(path, (str, bytes, os.PathLike)) and os.path.exists(path) \
+            and not os.path.isfile(path):   # a folder, a pipe or a device would never end
+        raise GraphFormatError(f"jit.load: {path!r} is not a regular file")
     try:
         with zipfile.ZipFile(path) as z:
-            names = set(z.namelist())
-            missing = {"graph.json", "weights.safetensors"} - names
+            infos = z.infolist()
+            names = [i.filename for i in infos]
+            missing = {"graph.json", "weights.safetensors"} - set(names)
             if missing:
                 raise GraphFormatError(f"jit.load: {path!r} lacks {sorted(missing)}; it is "
                                        "not a graph written by StaticGraph.save")
-            return z.read("graph.json"), z.read("weights.safetensors")
-    except zipfile.BadZipFile as e:
-        raise GraphFormatError(f"jit.load: {path!r} is not a LeZero graph file or is "
-                               f"truncated or corrupt (not a readable zip archive: {e})") from None
-    except (EOFError, OSError) as e:
-        if isinstance(e, FileNotFoundError):
+            if len(names) != 2:
+                raise GraphFormatError(f"jit.load: {path!r} holds members other than "
+                                       f"graph.json and weights.safetensors: "
+                                       f"{sorted(set(names))[:4]}")
+            parts = {i.filename: _member(z, i, path) for i in infos}
+            return parts["graph.json"], parts["weights.safetensors"]
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, struct.error,
+            NotImplementedError, RuntimeError, OverflowError) as e:
+        if isinstance(e, GraphFormatError):
             raise
-        raise GraphFormatError(f"jit.load: cannot read {path!r}: {e}") from None
+        raise GraphFormatError(f"jit.load: {path!r} is not a LeZero graph file or is "
+                               f"truncated or corrupt (not a readable zip archive: "
+                               f"{type(e).__name__}: {e})") from None
 
 
-def _decode_node(dec, d, k):
-    if not isinstance(d, dict) or not {"op", "inputs", "outputs", "attrs"} <= d.keys():
-        raise GraphFormatError(f"jit.load: node {k} is malformed")
-    sub = None if d.get("sub") is None else [_decode_node(dec, s, f"{k}.{j}")
-                                             for j, s in enumerate(d["sub"])]
-    cls = None
-    if sub is None:
-        cls = A.function_class(d["op"])
-        if cls is None:
-            raise GraphFormatError(f"jit.load: node {k} uses operator {d['op']!r}, which this "
-                                   "LeZero does not have")
-    dec.where = f"jit.load: node {k} ({d['op']})"
-    return Node(d["op"], d["inputs"], d["outputs"],
-                {a: dec.decode(v) for a, v in d["attrs"].items()}, cls, sub)
+def _unique_keys(pairs):
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise GraphFormatError("graph.json repeats a key in one object")
+    return out
 
 
-def _graph_from(doc, tensors):
-    g = Graph()
-    for name, v in doc["values"].items():
-        g.values[name] = Value(name, v["kind"], v["shape"], v["dtype"])
-    for name in doc["params"]:
-        g.params[name] = Parameter(tensors[name], name=name)
-    for name in doc["consts"]:
-        g.consts[name] = tensors[name]
-    g.inputs, g.outputs = list(doc["inputs"]), list(doc["outputs"])
-    dec = _Decoder(tensors, "jit.load")
-    g.nodes = [_decode_node(dec, d, k) for k, d in enumerate(doc["nodes"])]
-    for name in list(g.values):
-        prefix = name.rstrip("0123456789")
-        if name[len(prefix):]:
-            g._counter[prefix] = max(g._counter.get(prefix, 0), int(name[len(prefix):]) + 1)
-    g.out_tree = dec.decode(doc["out_tree"])
-    g.meta = dict(doc.get("meta", {}))
-    return g, dec
+def _parse(text):
+    try:
+        return json.loads(text.decode("utf-8"), object_pairs_hook=_unique_keys)
+    except RecursionError:
+        raise GraphFormatError("graph.json is nested too deeply") from None
+    except ValueError as e:             # bad UTF-8, bad JSON, an int of 5000 digits
+        raise GraphFormatError(f"graph.json is not valid JSON ({e})") from None
 
 
-def load_graph(path):
-    """Read a ``.lzg`` file; returns a StaticGraph (see the module docstring)."""
+def _weights(blob):
+    try:
+        tensors, _ = safetensors.read(io.BytesIO(blob), where="weights.safetensors")
+    except RecursionError:
+        raise GraphFormatError("the weights are corrupt (header nested too deeply)") from None
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        raise GraphFormatError(f"the weights are corrupt ({e})") from None
+    return tensors
+
+
+def _build(doc, blob, shown):
+    """The StaticGraph of a parsed document (every check in ``loadcheck``)."""
     from lezero.jit.passes.fusion import attach_kernel
     from lezero.jit.static_graph import StaticGraph
-    text, blob = _read_archive(path)
-    try:
-        doc = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GraphFormatError(f"jit.load: graph.json in {path!r} is not valid JSON ({e})") \
-            from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise GraphFormatError(f"jit.load: {path!r} is not a LeZero graph (format "
-                               f"{doc.get('format') if isinstance(doc, dict) else None!r})")
-    if doc.get("version") != VERSION:
-        raise GraphFormatError(f"jit.load: {path!r} has format version {doc.get('version')!r}; "
-                               f"this LeZero reads version {VERSION}")
-    try:
-        tensors, _ = safetensors.read(io.BytesIO(blob), where=f"jit.load: {path} weights")
-        g, dec = _graph_from(doc, tensors)
-    except GraphFormatError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise GraphFormatError(f"jit.load: {path!r} is corrupt ({type(e).__name__}: {e})") \
-            from None
+        found = doc.get("format") if isinstance(doc, dict) else None
+        raise GraphFormatError(f"not a LeZero graph (format {str(found)[:40]!r})")
+    if type(doc.get("version")) is not int or doc["version"] != VERSION:
+        raise GraphFormatError(f"format version {str(doc.get('version'))[:20]}; this "
+                               f"LeZero reads version {VERSION}")
+    tensors = _weights(blob)
+    g, dec = read_graph(doc, tensors)
+    signature, mode, name, meta = read_extras(doc, dec, g, tensors)
+    g.params = {n: Parameter(a, name=n) for n, a in g.params.items()}
+    g.meta = dict(meta, loaded_from=shown)
+    for value in g.values:
+        prefix = value.rstrip("0123456789")
+        if value[len(prefix):]:
+            g._counter[prefix] = max(g._counter.get(prefix, 0), int(value[len(prefix):]) + 1)
     for node in g.nodes:
         if node.sub is not None:
             attach_kernel(g, node)
-    signature, mode = dec.decode(doc["signature"]), tuple(dec.decode(doc["mode"]))
     # The weights load as NumPy arrays, so the graph takes NumPy inputs (whatever device
     # it was traced on).
-    signature = tuple(tuple(s[:3]) + ("numpy",) if s[0] == "array" else tuple(s)
-                      for s in signature)
-    return StaticGraph(g, g, signature, mode, name=doc.get("name", "graph"))
+    signature = tuple(s[:3] + ("numpy",) if s[0] == "array" else s for s in signature)
+    static = StaticGraph(g, g, signature, mode, name=name)
+    static._current.arrays, static._current.autograd     # noqa: B018 (plans built now)
+    return static
+
+
+def load_graph(path):
+    """Read a ``.lzg`` file; returns a StaticGraph (see the module docstring).  Every
+    problem with the file is a ``GraphFormatError`` naming it and what is wrong."""
+    shown = os.fspath(path) if isinstance(path, (str, bytes, os.PathLike)) else repr(path)
+    text, blob = _read_archive(path)
+    try:
+        return _build(_parse(text), blob, shown)
+    except GraphFormatError as e:
+        raise GraphFormatError(f"jit.load: {shown!r}: {e}") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+            RecursionError, ZeroDivisionError) as e:
+        raise GraphFormatError(f"jit.load: {shown!r} is corrupt ({type(e).__name__}: "
+                               f"{str(e)[:200]})") from None

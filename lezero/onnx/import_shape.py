@@ -2,13 +2,18 @@
 import numpy as np
 
 import lezero.functions as F
+from lezero.onnx.import_checks import bounded
 from lezero.onnx.import_ops import arr, ints, is_var, op
 
 _DTYPES = None
 
 
 def _np_dtype(code):
+    """The NumPy dtype of an ONNX tensor type LeZero reads (booleans, integers, floats)."""
     from lezero.onnx._deps import onnx
+    from lezero.onnx.import_checks import TENSOR_TYPES
+    if code not in TENSOR_TYPES:
+        raise ValueError(f"tensor type {code} is not supported (booleans, integers and floats)")
     return np.dtype(onnx().helper.tensor_dtype_to_np_dtype(code))
 
 
@@ -69,12 +74,16 @@ def _size(node, args, module):
 def _constant_of_shape(node, args, module):
     value = node.attrs.get("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
-    return np.full(ints(args[0]), value[0], dtype=value.dtype)
+    return np.full(bounded(node, tuple(ints(args[0]))), value[0], dtype=value.dtype)
 
 
 @op("Range")
 def _range(node, args, module):
     start, limit, delta = (arr(a) for a in args)
+    if float(delta) == 0:
+        raise ValueError(f"{node.where()}: Range with delta 0")
+    count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)
+    bounded(node, (count,))
     return np.arange(start, limit, delta, dtype=np.asarray(start).dtype)
 
 
@@ -127,13 +136,14 @@ def _unsqueeze(node, args, module):
 @op("Expand")
 def _expand(node, args, module):
     x = args[0]
-    shape = np.broadcast_shapes(arr(x).shape, tuple(ints(args[1])))
+    shape = bounded(node, np.broadcast_shapes(arr(x).shape, tuple(ints(args[1]))))
     return F.broadcast_to(x, shape) if is_var(x) else np.broadcast_to(arr(x), shape).copy()
 
 
 @op("Tile")
 def _tile(node, args, module):
     x, reps = args[0], tuple(ints(args[1]))
+    bounded(node, reps + arr(x).shape)          # as many elements as the result
     return F.tile(x, reps) if is_var(x) else np.tile(arr(x), reps)
 
 
@@ -216,6 +226,7 @@ def _pad(node, args, module):
     widths = [(0, 0)] * ndim
     for k, a in enumerate(axes):
         widths[a % ndim] = (pads[k], pads[k + len(axes)])
+    bounded(node, tuple(max(n + lo + hi, 0) for n, (lo, hi) in zip(arr(x).shape, widths)))
     if is_var(x):
         return F.pad(x, widths, constant_values=value)
     return np.pad(arr(x), widths, constant_values=value)

@@ -9,7 +9,11 @@ loss computed from the outputs back-propagates into the parameters.  Shape arith
 (``Shape``, ``Gather`` on shapes, ``Concat`` of ints ...) runs on plain NumPy arrays.
 
 Every operator is checked at load time: one without an implementation raises
-``OnnxImportError`` naming it and its node; so does a file that is not ONNX.
+``OnnxImportError`` naming it and its node; so does a file that is not ONNX, and every
+malformed or hostile part of one (``lezero.onnx.import_checks``: external data outside
+the model's folder, tensors whose data does not match their dims, attributes of the
+wrong type, undefined values ...).  A node that fails at run time is an
+``OnnxImportError`` naming the file and the node.
 """
 import os
 import re
@@ -18,13 +22,15 @@ import numpy as np
 
 from lezero.core import Parameter, Variable
 from lezero.nn import Module
-from lezero.onnx._deps import onnx as _onnx
+from lezero.utils.files import FileFormatError
+from lezero.onnx.import_checks import attribute_value, check_model, read_model, tensor_array
 
 __all__ = ["OnnxImportError", "OnnxModule", "load"]
 
 
-class OnnxImportError(ValueError):
-    """An ONNX file LeZero cannot load; the message names the operator and node."""
+class OnnxImportError(FileFormatError):
+    """An ONNX file LeZero cannot load; the message names the file, and the operator and
+    node where one is at fault (a ``FileFormatError``, so a ``ValueError``)."""
 
 
 def _safe(name, taken):
@@ -41,38 +47,31 @@ def _safe(name, taken):
 class _Node:
     """One ONNX node, parsed: op type, input/output names and Python attributes."""
 
-    __slots__ = ("op", "inputs", "outputs", "attrs", "name", "index")
+    __slots__ = ("op", "inputs", "outputs", "attrs", "name", "index", "source")
 
-    def __init__(self, proto, index):
-        helper = _onnx().helper
+    def __init__(self, proto, index, source="<onnx>"):
         self.op, self.index = proto.op_type, index
         self.inputs, self.outputs = list(proto.input), list(proto.output)
         self.name = proto.name or f"{proto.op_type}_{index}"
+        self.source = source
         self.attrs = {}
+
+    def read_attributes(self, proto):
+        """Attributes as Python values (checked by ``import_checks.attribute_value``)."""
         for a in proto.attribute:
-            value = helper.get_attribute_value(a)
-            if isinstance(value, bytes):
-                value = value.decode()
-            elif hasattr(value, "dims"):               # a TensorProto
-                value = _onnx().numpy_helper.to_array(value)
-            self.attrs[a.name] = value
+            self.attrs[a.name] = attribute_value(a, f"onnx.load: {self.source!r}: "
+                                                    f"{self.where()}")
 
     def where(self):
-        return f"node {self.index} {self.name!r} ({self.op})"
+        return f"node {self.index} {self.name[:80]!r} ({self.op[:80]})"
 
 
 def _read(path):
-    onnx = _onnx()
     if not os.path.exists(path):
         raise FileNotFoundError(f"onnx.load: no such file {path!r}")
-    try:
-        proto = onnx.load(path)
-    except Exception as e:          # protobuf raises DecodeError and friends
-        raise OnnxImportError(f"onnx.load: {path!r} is not a readable ONNX model "
-                              f"(corrupt or truncated: {type(e).__name__}: {e})") from None
-    if not proto.graph.node and not proto.graph.output:
-        raise OnnxImportError(f"onnx.load: {path!r} holds no graph (is it an ONNX file?)")
-    return proto
+    if not os.path.isfile(path):        # a folder, a pipe or a device would never end
+        raise OnnxImportError(f"onnx.load: {path!r} is not a regular file")
+    return read_model(path, path)
 
 
 def _opset(proto):
@@ -91,23 +90,26 @@ class OnnxModule(Module):
     def __init__(self, proto, source="<onnx>"):
         super().__init__()
         from lezero.onnx.import_ops import IMPORT_OPS
-        numpy_helper = _onnx().numpy_helper
         g = proto.graph
         self.source, self.opset = source, _opset(proto)
-        nodes = [_Node(n, k) for k, n in enumerate(g.node)]
+        nodes = [_Node(n, k, source) for k, n in enumerate(g.node)]
         missing = [n for n in nodes if n.op not in IMPORT_OPS]
         if missing:
             n = missing[0]
             more = f" (and {len(missing) - 1} more nodes)" if len(missing) > 1 else ""
-            raise OnnxImportError(f"onnx.load: {source}: {n.where()} uses operator {n.op!r}, "
-                                  f"which LeZero cannot import{more}; supported: "
-                                  f"{', '.join(sorted(IMPORT_OPS))}")
+            raise OnnxImportError(f"onnx.load: {source}: {n.where()} uses operator "
+                                  f"{n.op[:80]!r}, which LeZero cannot import{more}; "
+                                  f"supported: {', '.join(sorted(IMPORT_OPS))}")
+        check_model(proto, self.opset, source)
+        for node, p in zip(nodes, g.node):
+            node.read_attributes(p)
         stats = {n.inputs[k] for n in nodes if n.op == "BatchNormalization"
                  for k in (3, 4) if len(n.inputs) > k}
         taken, self.onnx_names, self._slots = set(), {}, {}
         consts = {}
         for init in g.initializer:
-            array = numpy_helper.to_array(init).copy()
+            array = tensor_array(init, f"onnx.load: {source!r}: initializer "
+                                       f"{init.name[:80]!r}")
             if array.dtype.kind == "f" and init.name not in stats:
                 attr = _safe(init.name, taken)
                 self.register_parameter(attr, Parameter(array, name=init.name))
@@ -149,8 +151,10 @@ class OnnxModule(Module):
                 outs = self._ops[node.op](node, args, self)
             except OnnxImportError:
                 raise
-            except (TypeError, ValueError, IndexError) as e:
-                raise OnnxImportError(f"OnnxModule: {node.where()} failed: {e}") from e
+            except (TypeError, ValueError, IndexError, KeyError, AttributeError,
+                    ZeroDivisionError, OverflowError, RecursionError) as e:
+                raise OnnxImportError(f"OnnxModule {self.source!r}: {node.where()} failed: "
+                                      f"{type(e).__name__}: {str(e)[:300]}") from e
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
             for name, value in zip(node.outputs, outs):
                 if name:
@@ -162,7 +166,16 @@ class OnnxModule(Module):
 
 
 def load(path):
-    """Read the ONNX file ``path``; returns an ``OnnxModule`` (in eval mode)."""
+    """Read the ONNX file ``path``; returns an ``OnnxModule`` (in eval mode).  A file
+    that is not a valid, supported ONNX model is an ``OnnxImportError`` naming it."""
     path = os.fspath(path)
-    module = OnnxModule(_read(path), source=os.path.basename(path))
+    proto = _read(path)
+    try:
+        module = OnnxModule(proto, source=path)
+    except OnnxImportError:
+        raise
+    except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
+            RecursionError, UnicodeError) as e:
+        raise OnnxImportError(f"onnx.load: {path!r} is malformed ({type(e).__name__}: "
+                              f"{str(e)[:300]})") from None
     return module.eval()

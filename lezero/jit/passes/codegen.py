@@ -34,11 +34,18 @@ import numpy as np
 
 from lezero import kernels
 
-__all__ = ["ELEMENTWISE", "is_elementwise", "FusedKernel", "kernel_source"]
+__all__ = ["ELEMENTWISE", "is_elementwise", "FusedKernel", "kernel_source", "check_attrs"]
 
 
 def _f(x):
-    return repr(float(x))
+    """A float attribute as a source literal: only digits, a sign, a point and an
+    exponent, or ``math.inf`` / ``math.nan`` (nothing else reaches generated source)."""
+    x = float(x)
+    if math.isnan(x):
+        return "math.nan"
+    if math.isinf(x):
+        return "math.inf" if x > 0 else "(-math.inf)"
+    return repr(x)
 
 
 def _gelu(a, attrs):
@@ -99,6 +106,24 @@ ELEMENTWISE = {
     "ELU": (1, _elu),
     "Softplus": (1, _softplus),
 }
+
+
+# the numeric attributes each operator's expression embeds (via ``_f``)
+NUMERIC_ATTRS = {"LeakyReLU": ("slope",), "HardTanh": ("lo", "hi"), "ELU": ("scale", "alpha"),
+                 "Softplus": ("beta", "threshold")}
+
+
+def check_attrs(op, attrs):
+    """What is wrong with a loaded node's attributes for code generation (None if
+    nothing): every embedded attribute must be a real number, ``approximate`` a string."""
+    for key in NUMERIC_ATTRS.get(op, ()):
+        value = attrs.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating,
+                                                             np.integer)):
+            return f"attribute {key!r} must be a number, got {type(value).__name__}"
+    if op == "GELU" and not isinstance(attrs.get("approximate", "none"), str):
+        return "attribute 'approximate' must be a string"
+    return None
 
 
 def is_elementwise(node):
@@ -170,6 +195,15 @@ def _cache_dir():
     return path if os.access(path, os.W_OK) else None
 
 
+def _cached_text(path):
+    """The text of a cached kernel module (None when it cannot be read)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _compile(source):
     """The Numba dispatcher of ``source``'s ``fused`` (from a cached module file when the
     cache folder is writable, so Numba can keep the machine code on disk)."""
@@ -183,7 +217,7 @@ def _compile(source):
     if folder is not None:
         from lezero.utils.files import atomic_write
         path = os.path.join(folder, f"lzfused_{digest}.py")
-        if not os.path.exists(path):
+        if _cached_text(path) != source:    # absent, or not what this source would write
             atomic_write(path, source, where="jit fusion")
         name = f"lzfused_{digest}"
         spec = importlib.util.spec_from_file_location(name, path)
