@@ -16,11 +16,15 @@ Every error is ``{"error": "..."}`` with a 4xx/5xx status: 400 for a malformed r
 input), 404 for an unknown model, route or version, 413 for a body over the limit, 415
 for an unknown ``Content-Encoding``, 503 when the queue is full (with ``Retry-After``)
 or the server is shutting down, 504 when a request timed out in the queue, 500 when the
-model failed otherwise.  Nothing a client sends escapes as an unhandled exception.
+model failed otherwise, 408 for a body that did not arrive within ``body_timeout``
+(the connection guard adds 408 and 431 for headers, see ``connections``).
+Nothing a client sends escapes as an unhandled exception (``guard`` is the last
+resort), and every JSON body is strict JSON (ASCII, no NaN).
 """
+import json
 import logging
+import math
 import time
-import zlib
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -28,6 +32,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from lezero.serving.bodies import read_body
 from lezero.serving.errors import QueueFullError, ServingError
 from lezero.serving.protocol import ProtocolError, encode_infer_response, parse_infer_request
 
@@ -40,9 +45,9 @@ class AppState:
     """What the handlers share: the models by name, the metrics and the limits."""
 
     def __init__(self, models, metrics, max_body_bytes, server_name="lezero",
-                 version="0"):
+                 version="0", body_timeout=None):
         self.models, self.metrics = models, metrics
-        self.max_body_bytes = max_body_bytes
+        self.max_body_bytes, self.body_timeout = max_body_bytes, body_timeout
         self.server_name, self.version = server_name, version
         self.ready = True
 
@@ -60,8 +65,21 @@ class AppState:
         return self.ready and served.batcher is not None and not served.batcher.closed
 
 
+class _JSON(JSONResponse):
+    """Strict JSON in ASCII: a message with any character (even a lone surrogate from a
+    model's error) renders, and no NaN or Infinity is ever sent."""
+
+    def render(self, content):
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode()
+
+
+# answers after which the connection is closed: the client may still be sending a body
+_CLOSE = {408: {"Connection": "close"}, 413: {"Connection": "close"}}
+
+
 def _error(message, status, headers=None):
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+    headers = dict(_CLOSE.get(status, {}), **(headers or {}))
+    return _JSON({"error": message}, status_code=status, headers=headers)
 
 
 def _error_for(exc, name):
@@ -78,58 +96,20 @@ def _error_for(exc, name):
     return _error(f"model {name!r} failed: {type(exc).__name__}: {exc}", 500)
 
 
-async def _read_body(request, limit):
-    """The body, refused with 413 past ``limit`` bytes (also after decompression)."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ProtocolError(f"the body of {declared} bytes is over the server's limit "
-                            f"of {limit} bytes", status=413)
-    chunks, total = [], 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise ProtocolError(f"the body is over the server's limit of {limit} bytes",
-                                status=413)
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    encoding = request.headers.get("content-encoding", "identity").strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding not in ("gzip", "deflate"):
-        raise ProtocolError(f"Content-Encoding {encoding!r} is not supported (use gzip, "
-                            "deflate or none)", status=415)
-    inflater = zlib.decompressobj(31 if encoding == "gzip" else 15)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise ProtocolError(f"the {encoding} body does not decompress: {exc}") from None
-    if len(out) > limit:
-        raise ProtocolError(f"the decompressed body is over the server's limit of "
-                            f"{limit} bytes", status=413)
-    if not inflater.eof:
-        raise ProtocolError(f"the {encoding} body is truncated")
-    return out
-
-
 def _request_options(params):
     """Triton's request parameters: ``priority`` (1 is the highest level, 0 or absent
     the default, which ranks with 1) and ``timeout`` (microseconds in the queue)."""
     priority, timeout = params.get("priority", 0), params.get("timeout")
-    if not isinstance(priority, int) or isinstance(priority, bool) or priority < 0:
-        raise ProtocolError(f"parameters.priority must be an int >= 0, got {priority!r}")
+    valid = isinstance(priority, int) and not isinstance(priority, bool)
+    if not valid or not 0 <= priority < 2 ** 63:
+        raise ProtocolError(f"parameters.priority must be an int >= 0, got "
+                            f"{str(priority)[:40]}")
     if timeout is not None and (not isinstance(timeout, (int, float))
-                                or isinstance(timeout, bool) or timeout <= 0):
+                                or isinstance(timeout, bool) or not timeout > 0
+                                or not math.isfinite(timeout)):
         raise ProtocolError(f"parameters.timeout must be a positive number of "
-                            f"microseconds, got {timeout!r}")
+                            f"microseconds, got {str(timeout)[:40]}")
     return max(priority - 1, 0), None if timeout is None else timeout / 1000.0
-
-
-async def _run(batcher, samples, priority, timeout_ms):
-    """Every row through the batcher (admitted all or none)."""
-    if len(samples) > batcher.max_queue_size:
-        raise ProtocolError(f"the request has {len(samples)} rows, more than the queue "
-                            f"holds ({batcher.max_queue_size}); send smaller batches")
-    return await batcher.submit_many_async(samples, priority, timeout_ms)
 
 
 def _select(outputs, request):
@@ -153,11 +133,12 @@ async def _infer(state, request):
     try:
         if not state.model_ready(served):
             raise ProtocolError(f"model {name!r} is not ready (shutting down)", status=503)
-        body = await _read_body(request, state.max_body_bytes)
+        body = await read_body(request, state.max_body_bytes, state.body_timeout)
         req = parse_infer_request(body, request.headers.get("inference-header-content-length"))
-        samples = served.split(req.inputs)
+        batcher = served.batcher
+        samples = served.split(req.inputs, max_rows=batcher.max_queue_size)
         priority, timeout_ms = _request_options(req.parameters)
-        results = await _run(served.batcher, samples, priority, timeout_ms)
+        results = await batcher.submit_many_async(samples, priority, timeout_ms)
         outputs = _select(served.join(results), req)
         data, header = encode_infer_response(name, served.version, req.id, outputs)
         headers = {} if header is None else {"Inference-Header-Content-Length": str(header)}
@@ -172,17 +153,17 @@ async def _infer(state, request):
 
 
 async def _live(state, request):
-    return JSONResponse({"live": True})
+    return _JSON({"live": True})
 
 
 async def _ready(state, request):
     ok = state.ready and all(state.model_ready(m) for m in state.models.values())
-    return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+    return _JSON({"ready": ok}, status_code=200 if ok else 503)
 
 
 async def _server_metadata(state, request):
-    return JSONResponse({"name": state.server_name, "version": state.version,
-                         "extensions": ["binary_tensor_data", "model_repository"]})
+    return _JSON({"name": state.server_name, "version": state.version,
+                  "extensions": ["binary_tensor_data", "model_repository"]})
 
 
 def _served(state, request):
@@ -192,24 +173,24 @@ def _served(state, request):
 
 async def _model_metadata(state, request):
     name, served = _served(state, request)
-    return JSONResponse(served.metadata(name))
+    return _JSON(served.metadata(name))
 
 
 async def _model_ready(state, request):
     name, served = _served(state, request)
     ok = state.model_ready(served)
-    return JSONResponse({"name": name, "ready": ok}, status_code=200 if ok else 503)
+    return _JSON({"name": name, "ready": ok}, status_code=200 if ok else 503)
 
 
 async def _model_config(state, request):
     name, served = _served(state, request)
-    return JSONResponse(served.config(name))
+    return _JSON(served.config(name))
 
 
 async def _repository_index(state, request):
-    return JSONResponse([{"name": n, "version": m.version,
-                          "state": "READY" if state.model_ready(m) else "UNAVAILABLE"}
-                         for n, m in sorted(state.models.items())])
+    return _JSON([{"name": n, "version": m.version,
+                   "state": "READY" if state.model_ready(m) else "UNAVAILABLE"}
+                  for n, m in sorted(state.models.items())])
 
 
 async def _metrics(state, request):

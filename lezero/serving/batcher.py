@@ -216,10 +216,17 @@ class DynamicBatcher(Worker):
         for req in dropped:
             self._fail(req, BatcherClosedError(f"{self._where}: closed without draining "
                                                "before this request ran"), "cancelled")
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-        if self._reaper is not None:
-            self._reaper.join(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in (self._thread, self._reaper):
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(None if deadline is None else
+                            max(deadline - time.monotonic(), 0))
+
+    @property
+    def running(self):
+        """True while the worker thread is alive (after ``close``: still finishing a
+        batch, e.g. a model call that hangs)."""
+        return self._thread.is_alive()
 
     def __enter__(self):
         return self

@@ -189,12 +189,13 @@ class ServedModel:
             raise ProtocolError(f"input {spec.name!r}: expected shape "
                                 f"{spec.metadata()['shape']}, got {list(array.shape)}")
 
-    def split(self, arrays):
+    def split(self, arrays, max_rows=None):
         """Check the request's tensors against the inputs; returns one sample per row
-        (an array, or a tuple for several inputs)."""
+        (an array, or a tuple for several inputs).  A request of more than ``max_rows``
+        rows is refused before any per-row work (a row may be of size zero)."""
         names = [s.name for s in self.inputs]
         if set(arrays) != set(names):
-            raise ProtocolError(f"expected input(s) {names}, got {list(arrays)}")
+            raise ProtocolError(f"expected input(s) {names}, got {list(arrays)[:8]}")
         for spec in self.inputs:
             self._check_input(spec, arrays[spec.name])
         sizes = {arrays[n].shape[0] for n in names}
@@ -203,6 +204,9 @@ class ServedModel:
         n = sizes.pop()
         if n == 0:
             raise ProtocolError("the batch is empty (shape[0] == 0)")
+        if max_rows is not None and n > max_rows:
+            raise ProtocolError(f"the request has {n} rows, more than the queue holds "
+                                f"({max_rows}); send smaller batches")
         if len(names) == 1:
             return list(arrays[names[0]])
         return [tuple(arrays[name][i] for name in names) for i in range(n)]

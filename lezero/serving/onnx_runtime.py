@@ -1,4 +1,7 @@
-"""ONNX files served through onnxruntime directly (no LeZero graph in between)."""
+"""ONNX files served through onnxruntime directly (no LeZero graph in between).
+
+A file onnxruntime cannot load (corrupt, an unknown operator, external data outside
+the model's folder, which onnxruntime refuses) raises ``ValueError`` naming the file."""
 from lezero.serving.model import ServedModel, TensorSpec
 
 __all__ = ["OnnxRunner", "load_onnx"]
@@ -49,8 +52,12 @@ def load_onnx(path, providers=None, threads=None):
     options = session_options()          # exact int8 arithmetic on AVX2 CPUs too
     if threads:
         options.intra_op_num_threads = int(threads)
-    session = ort.InferenceSession(path, sess_options=options,
-                                   providers=providers or ["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(path, sess_options=options,
+                                       providers=providers or ["CPUExecutionProvider"])
+    except Exception as exc:             # onnxruntime's own types (Fail, InvalidGraph...)
+        raise ValueError(f"load_model: onnxruntime cannot load {path!r}: "
+                         f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
     inputs = [_spec(a, path) for a in session.get_inputs()]
     outputs = [_spec(a, path) for a in session.get_outputs()]
     batch_dims = {b for _, b in inputs}

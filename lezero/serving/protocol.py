@@ -11,7 +11,16 @@ forms.  ``BYTES`` tensors are strings (in binary form each element is a 4-byte
 little-endian length followed by its bytes).
 
 Everything a client can get wrong raises ``ProtocolError`` (an HTTP 400) naming the
-input and what was wrong.
+input and what was wrong.  Limits are checked before the work they bound: a shape has
+at most ``MAX_RANK`` dimensions and ``MAX_ELEMENTS`` elements (zero dimensions counted
+as one), a JSON header at most ``MAX_JSON_CONTAINERS`` arrays and objects (counted as
+``[`` and ``{`` bytes before parsing) and a nesting depth the parser can follow, a
+``BYTES`` tensor at most ``MAX_BYTES_ELEMENTS`` strings, a request at most ``MAX_TENSORS``
+inputs and as many outputs.
+
+JSON outputs are strict JSON: a non-finite float is sent as the string ``"NaN"``,
+``"Infinity"`` or ``"-Infinity"`` (the proto3 JSON mapping of float, which NumPy and
+``tritonclient`` read back as the float); binary outputs carry the IEEE bytes as they are.
 """
 import dataclasses
 import functools
@@ -31,6 +40,11 @@ DATATYPES = {"BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "ui
              "BF16": "bfloat16", "BYTES": "object"}
 _BY_DTYPE = {v: k for k, v in DATATYPES.items()}
 MAX_RANK = 32
+MAX_ELEMENTS = 1 << 40              # product of a shape's dims (zeros counted as 1)
+MAX_JSON_CONTAINERS = 1 << 20       # '[' and '{' bytes in a JSON header
+MAX_BYTES_ELEMENTS = 1 << 20        # strings in one BYTES tensor
+MAX_TENSORS = 1024                  # inputs (and outputs asked for) in one request
+_NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
 class ProtocolError(ValueError):
@@ -95,19 +109,28 @@ def _shape(spec, name):
     if (not isinstance(shape, list) or len(shape) > MAX_RANK
             or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                        for d in shape)):
-        raise ProtocolError(f"input {name!r}: shape must be a list of non-negative "
-                            f"ints, got {shape!r}")
+        raise ProtocolError(f"input {name!r}: shape must be a list of non-negative ints "
+                            f"(at most {MAX_RANK}), got {_brief(shape)}")
+    if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+        raise ProtocolError(f"input {name!r}: shape {shape} is too large (more than "
+                            f"2**40 elements, zero dimensions counted as 1)")
     return tuple(shape)
+
+
+def _brief(value, limit=80):
+    """``repr(value)`` cut to ``limit`` characters (a hostile value can be huge)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _json_tensor(data, name, datatype, dtype, shape):
     """An array from JSON ``data`` (flat or nested), checked element by element."""
     count = math.prod(shape)
+    if not isinstance(data, list):
+        raise ProtocolError(f"input {name!r}: data must be a (nested) list, got "
+                            f"{type(data).__name__}")
     if datatype == "BYTES":
-        flat = np.array(data, dtype=object).reshape(-1) if data != [] else np.array([])
-        if flat.size != count or not all(isinstance(v, str) for v in flat):
-            raise ProtocolError(f"input {name!r}: BYTES data must be {count} strings")
-        return np.array([v.encode("utf-8") for v in flat], dtype=object).reshape(shape)
+        return _json_strings(data, name, count, shape)
     try:
         arr = np.array(data)
     except (ValueError, TypeError, OverflowError):
@@ -130,6 +153,25 @@ def _json_tensor(data, name, datatype, dtype, shape):
     return arr.reshape(-1).astype(dtype).reshape(shape)
 
 
+def _json_strings(data, name, count, shape):
+    """A BYTES tensor from JSON strings (UTF-8 encoded, as the protocol says)."""
+    if count > MAX_BYTES_ELEMENTS:
+        raise ProtocolError(f"input {name!r}: {count} strings in one BYTES tensor, more "
+                            f"than the server takes ({MAX_BYTES_ELEMENTS})")
+    try:
+        flat = np.array(data, dtype=object).reshape(-1) if data != [] else np.array([])
+    except (ValueError, TypeError):
+        flat = None
+    if flat is None or flat.size != count or not all(isinstance(v, str) for v in flat):
+        raise ProtocolError(f"input {name!r}: BYTES data must be {count} strings")
+    try:
+        encoded = [v.encode("utf-8") for v in flat]
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"input {name!r}: a string is not valid Unicode "
+                            f"({exc.reason})") from None
+    return np.array(encoded, dtype=object).reshape(shape)
+
+
 def _binary_tensor(buffer, offset, size, name, datatype, dtype, shape):
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise ProtocolError(f"input {name!r}: binary_data_size must be a non-negative "
@@ -139,7 +181,10 @@ def _binary_tensor(buffer, offset, size, name, datatype, dtype, shape):
                             f"of the body ({len(buffer) - offset} bytes left)")
     raw = buffer[offset:offset + size]
     if datatype == "BYTES":
-        arr = deserialize_bytes(raw, name)
+        if math.prod(shape) > MAX_BYTES_ELEMENTS:
+            raise ProtocolError(f"input {name!r}: {math.prod(shape)} strings in one BYTES "
+                                f"tensor, more than the server takes ({MAX_BYTES_ELEMENTS})")
+        arr = deserialize_bytes(raw, name, limit=math.prod(shape))
         if arr.size != math.prod(shape):
             raise ProtocolError(f"input {name!r}: shape {list(shape)} needs "
                                 f"{math.prod(shape)} strings, got {arr.size}")
@@ -155,9 +200,17 @@ def _binary_tensor(buffer, offset, size, name, datatype, dtype, shape):
     return arr.reshape(shape)
 
 
+def _tensor_list(specs, what):
+    if len(specs) > MAX_TENSORS:
+        raise ProtocolError(f"'{what}' lists {len(specs)} tensors, more than the server "
+                            f"takes ({MAX_TENSORS})")
+    return specs
+
+
 def _parse_inputs(specs, buffer):
     if not isinstance(specs, list) or not specs:
         raise ProtocolError("'inputs' must be a non-empty list of tensors")
+    _tensor_list(specs, "inputs")
     inputs, offset = {}, 0
     for i, spec in enumerate(specs):
         spec = _object(spec, f"inputs[{i}]")
@@ -193,6 +246,7 @@ def _parse_outputs(specs):
         return None
     if not isinstance(specs, list):
         raise ProtocolError("'outputs' must be a list")
+    _tensor_list(specs, "outputs")
     out = []
     for i, spec in enumerate(specs):
         spec = _object(spec, f"outputs[{i}]")
@@ -203,7 +257,11 @@ def _parse_outputs(specs):
         if "classification" in params or "shared_memory_region" in params:
             raise ProtocolError(f"output {name!r}: classification and shared memory "
                                 "outputs are not supported")
-        out.append((name, params.get("binary_data")))
+        binary = params.get("binary_data")
+        if binary is not None and not isinstance(binary, bool):
+            raise ProtocolError(f"output {name!r}: parameters.binary_data must be a bool, "
+                                f"got {_brief(binary, 40)}")
+        out.append((name, binary))
     return out
 
 
@@ -219,10 +277,7 @@ def parse_infer_request(body, header_length=None):
             raise ProtocolError(f"Inference-Header-Content-Length {header_length} does "
                                 f"not fit the body of {len(body)} bytes")
     split = len(body) if header_length is None else header_length
-    try:
-        head = json.loads(bytes(body[:split]))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"the request is not valid JSON: {exc}") from None
+    head = _parse_json(bytes(body[:split]))
     head = _object(head, "the request")
     params = _object(head.get("parameters") or {}, "parameters")
     request_id = head.get("id", "")
@@ -236,6 +291,22 @@ def parse_infer_request(body, header_length=None):
                         binary_output)
 
 
+def _parse_json(text):
+    """The JSON header, its size in containers bounded before parsing and its depth by
+    the parser (whose recursion limit stops it: a RecursionError, turned into a 400)."""
+    containers = text.count(b"[") + text.count(b"{")
+    if containers > MAX_JSON_CONTAINERS:
+        raise ProtocolError(f"the request's JSON has {containers} arrays and objects, more "
+                            f"than the server parses ({MAX_JSON_CONTAINERS}); send large "
+                            "tensors flat or as binary data")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ProtocolError("the request's JSON is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"the request is not valid JSON: {exc}") from None
+
+
 def serialize_bytes(array):
     """A BYTES tensor in binary form: per element a 4-byte length, then the bytes."""
     parts = []
@@ -245,10 +316,13 @@ def serialize_bytes(array):
     return b"".join(parts)
 
 
-def deserialize_bytes(raw, name="tensor"):
-    """The inverse of ``serialize_bytes``: an object array of ``bytes``."""
+def deserialize_bytes(raw, name="tensor", limit=None):
+    """The inverse of ``serialize_bytes``: an object array of ``bytes``.  With ``limit``
+    it stops (and raises) at the first element past ``limit``."""
     raw, out, i = bytes(raw), [], 0
     while i < len(raw):
+        if limit is not None and len(out) >= limit:
+            raise ProtocolError(f"input {name!r}: more than {limit} BYTES elements")
         if i + 4 > len(raw):
             raise ProtocolError(f"input {name!r}: truncated BYTES element length")
         (n,) = struct.unpack_from("<I", raw, i)
@@ -265,7 +339,13 @@ def _json_data(array):
                 for v in array.reshape(-1)]
     if array.dtype.kind == "V" or array.dtype.name == "bfloat16":
         array = array.astype(np.float32)
-    return array.reshape(-1).tolist()
+    flat = array.reshape(-1)
+    if flat.dtype.kind != "f" or np.isfinite(flat).all():
+        return flat.tolist()
+    out = flat.astype(object)               # non-finite values as strings: strict JSON
+    bad = ~np.isfinite(flat)
+    out[bad] = [_NON_FINITE[repr(float(v))] for v in flat[bad]]
+    return out.tolist()
 
 
 def encode_infer_response(model_name, model_version, request_id, outputs):
@@ -288,7 +368,7 @@ def encode_infer_response(model_name, model_version, request_id, outputs):
     head = {"model_name": model_name, "model_version": model_version, "outputs": tensors}
     if request_id:
         head["id"] = request_id
-    text = json.dumps(head).encode()
+    text = json.dumps(head, allow_nan=False).encode()
     if not blobs:
         return text, None
     return b"".join([text] + blobs), len(text)

@@ -5,23 +5,30 @@
 
 ``start`` warms each model up, starts its batcher, binds the socket (so a busy port
 fails right there, in the caller's thread) and returns once uvicorn accepts
-connections.  ``stop`` shuts down gracefully: readiness turns to 503, uvicorn stops
-accepting, requests in flight are answered (up to ``shutdown_timeout`` seconds), then
-every batcher drains its queue and stops.
+connections.  ``stop`` shuts down gracefully (``shutdown``): readiness turns to 503,
+connections already queued are accepted and answered, requests in flight are answered
+up to ``shutdown_timeout`` seconds after the stop and the rest get a JSON 503, then every
+batcher drains its queue; ``stop`` returns within about the timeout even when a model
+call hangs.  Connections are guarded by the timeouts and limits of ``connections``.
 """
 import asyncio
 import functools
+import logging
 import os
 import re
 import socket
 import threading
 import time
 
+from lezero.serving.connections import Limits, protocol_class
 from lezero.serving.metrics import Metrics
 from lezero.serving.model import ServedModel
 from lezero.utils.checks import check_int, check_number, check_type
 
 __all__ = ["Server"]
+
+_log = logging.getLogger("lezero.serving")
+_FD_RESERVE = 32        # descriptors kept free for files, pipes and the model's own use
 
 
 def _import_stack():
@@ -61,18 +68,45 @@ def _bind(host, port):
     return sock
 
 
+def _connection_limit(requested):
+    """``requested``, lowered to fit the descriptors this process may still open (less
+    a reserve): past the descriptor limit asyncio stops accepting altogether."""
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return requested
+    if soft == resource.RLIM_INFINITY:
+        return requested
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 64
+    return max(1, min(requested, soft - open_now - _FD_RESERVE))
+
+
+def _seconds(name, value):
+    return check_number("Server", name, value, low=0, low_open=True, high=1e6)
+
+
 class Server:
     """Serve ``models`` (``{name: Module | callable | ServedModel | path}``) over HTTP
     with the KServe v2 protocol (see ``lezero.serving.app`` for the endpoints).
 
     The batcher settings apply to every model that does not set its own
     (``ServedModel(..., max_batch_size=...)``).  ``max_body_bytes`` caps a request body
-    (413 beyond); ``log_level`` is uvicorn's."""
+    (413 beyond); ``log_level`` is uvicorn's.  Connections: a request's header must
+    arrive within ``header_timeout`` seconds and its body within ``body_timeout`` (408
+    beyond; a client that takes nothing of its answer for that long is cut off), an
+    idle keep-alive connection is closed after ``keep_alive_timeout``, and at most
+    ``max_connections`` are open (lowered to fit the descriptor limit).
+    ``shutdown_timeout`` bounds the wait for requests in flight at ``stop``."""
 
     def __init__(self, models, host="127.0.0.1", port=8000, max_batch_size=32,
                  max_delay_ms=5.0, *, max_queue_size=1024, preferred_batch_sizes=None,
                  timeout_ms=None, max_body_bytes=64 << 20, shutdown_timeout=10.0,
-                 log_level="warning"):
+                 header_timeout=10.0, body_timeout=60.0, keep_alive_timeout=5.0,
+                 max_connections=1024, log_level="warning"):
         check_type("Server", "models", models, dict, "a dict {name: model}")
         if not models:
             raise ValueError("Server: models is empty; give at least one {name: model}")
@@ -90,7 +124,13 @@ class Server:
             preferred_batch_sizes=preferred_batch_sizes, timeout_ms=timeout_ms)
         self.max_body_bytes = check_int("Server", "max_body_bytes", max_body_bytes, low=1)
         self.shutdown_timeout = check_number("Server", "shutdown_timeout", shutdown_timeout,
-                                             low=0)
+                                             low=0, high=1e6)
+        self.body_timeout = _seconds("body_timeout", body_timeout)
+        self.keep_alive_timeout = _seconds("keep_alive_timeout", keep_alive_timeout)
+        self.limits = Limits(header_timeout=_seconds("header_timeout", header_timeout),
+                             send_timeout=self.body_timeout,
+                             max_connections=check_int("Server", "max_connections",
+                                                       max_connections, low=1))
         self.log_level = check_type("Server", "log_level", log_level, str)
         self.metrics = Metrics(self.models)
         self._uvicorn = self._thread = self._socket = self._state = None
@@ -103,20 +143,13 @@ class Server:
         if self._thread is not None:
             raise RuntimeError("Server: already started")
         uvicorn = _import_stack()
-        from lezero import __version__
-        from lezero.serving.app import AppState, create_app
         try:
             for name, served in self.models.items():
                 served.start(name, on_batch=functools.partial(self.metrics.observe_batch,
                                                               name), **self.batcher_defaults)
             self._socket = _bind(self.host, self._requested_port)
             self.port = self._socket.getsockname()[1]
-            self._state = AppState(self.models, self.metrics, self.max_body_bytes,
-                                   version=__version__)
-            config = uvicorn.Config(create_app(self._state), log_level=self.log_level,
-                                    log_config=None, access_log=False, lifespan="off",
-                                    timeout_graceful_shutdown=self.shutdown_timeout)
-            self._uvicorn = uvicorn.Server(config)
+            self._uvicorn = self._make_uvicorn(uvicorn)
             self._thread = threading.Thread(target=self._serve, name="lezero-server",
                                             daemon=True)
             self._thread.start()
@@ -125,6 +158,21 @@ class Server:
             self.stop()
             raise
         return self
+
+    def _make_uvicorn(self, uvicorn):
+        from lezero import __version__
+        from lezero.serving.app import AppState, create_app
+        from lezero.serving.guard import guard
+        from lezero.serving.shutdown import uvicorn_server
+        self.limits.stopping = self.limits.abandoning = False
+        self.limits.max_connections = _connection_limit(self.limits.max_connections)
+        self._state = AppState(self.models, self.metrics, self.max_body_bytes,
+                               version=__version__, body_timeout=self.body_timeout)
+        config = uvicorn.Config(guard(create_app(self._state), self.limits),
+                                http=protocol_class(self.limits), ws="none",
+                                log_level=self.log_level, log_config=None, access_log=False,
+                                lifespan="off", timeout_keep_alive=self.keep_alive_timeout)
+        return uvicorn_server(config, self.limits, self.shutdown_timeout)
 
     def _serve(self):
         try:
@@ -143,15 +191,24 @@ class Server:
 
     # ----- stopping ------------------------------------------------------------------
     def stop(self, timeout=None):
-        """Graceful shutdown (see the module docstring); safe to call twice."""
+        """Graceful shutdown (see the module docstring), waiting at most ``timeout``
+        seconds (default ``shutdown_timeout``) for requests in flight; returns within
+        about that even when a model call hangs.  Safe to call twice."""
+        timeout = self.shutdown_timeout if timeout is None else check_number(
+            "Server.stop", "timeout", timeout, low=0, high=1e6)
+        deadline = time.monotonic() + timeout
         if self._state is not None:
             self._state.ready = False
         if self._uvicorn is not None:
+            self._uvicorn.shutdown_timeout = timeout
             self._uvicorn.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout)
-        for served in self.models.values():
-            served.stop(drain=True, timeout=timeout)
+            self._thread.join(timeout + 2.0)     # + uvicorn's tick and the last answers
+        for name, served in self.models.items():
+            served.stop(drain=True, timeout=max(deadline - time.monotonic(), 0.05))
+            if served.batcher is not None and served.batcher.running:
+                _log.warning("Server.stop: model %r is still running after %g s; its "
+                             "worker thread is left to finish on its own", name, timeout)
         if self._socket is not None:
             self._socket.close()
         self._uvicorn = self._thread = self._socket = None
@@ -159,6 +216,11 @@ class Server:
     @property
     def running(self):
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def error(self):
+        """The exception that stopped the server thread, if any."""
+        return self._error
 
     @property
     def url(self):
