@@ -134,12 +134,14 @@ def run_in_float32(function, out_dtype):
 
 
 def _up(v, create):
-    """A float32 view of a low-precision Variable for backward (graph-linked when
-    ``create``)."""
+    """A float32 view of a low-precision Variable (or array) for backward (graph-linked
+    when ``create``)."""
     if v is None or not is_low(v.dtype):
         return v
     if create:
         return Cast(_F32)(v)
+    if _is_array(v):                                 # backward_arrays' upstream gradient
+        return convert(v, _F32)
     return Variable(convert(v.data, _F32), requires_grad=v.requires_grad)
 
 
@@ -181,9 +183,16 @@ def _match_dtypes(inputs, gxs):
 
 
 def wrap_backward(function, emulate, replay=None):
-    """Run ``function.backward`` with autocast off (or under ``replay``, a fresh autocast
-    hook, for ``custom_bwd`` Functions) and EMULATION on when ``emulate``."""
-    backward, ref = method(function, "backward"), weakref.ref(function)
+    """Run ``function.backward`` (and ``backward_arrays``, where it has one) with autocast
+    off (or under ``replay``, a fresh autocast hook, for ``custom_bwd`` Functions) and
+    EMULATION on when ``emulate``."""
+    for name in ("backward", "backward_arrays"):
+        if getattr(type(function), name) is not None:
+            setattr(function, name, _wrapped(function, name, emulate, replay))
+
+
+def _wrapped(function, name, emulate, replay):
+    backward, ref = method(function, name), weakref.ref(function)
 
     def run(*gys):
         function = ref()
@@ -200,7 +209,7 @@ def wrap_backward(function, emulate, replay=None):
                 gxs = backward(*gys)
         return _match_dtypes(function.inputs, gxs)
 
-    function.backward = run
+    return run
 
 
 def prepare(function, inputs, treatment=None, autocast=None):

@@ -23,7 +23,11 @@ class Checkpoint(Function):
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def backward(self, *gys):
-        return self.block.backward(self.inputs, gys)
+        return self.block.backward(self.inputs, gys, create=True)
+
+    def backward_arrays(self, *gys):
+        grads = self.block.backward(self.inputs, gys, create=False)
+        return tuple(None if g is None else g.data for g in grads)
 
     def __saved_arrays__(self):
         """What the node keeps besides its inputs (for lezero.utils.memory): the arrays
@@ -65,8 +69,9 @@ class Block:
         self.modules = modules_of(fn, args, kwargs)
         self.kept, self.positions, self.metas = [], [], []
 
-    def backward(self, inputs, gys):
-        create = get_config().enable_backprop
+    def backward(self, inputs, gys, create):
+        """The gradients of the block's inputs, recomputing it; differentiable when
+        ``create`` (the engine's ``create_graph``)."""
         stand_ins = []
         for x in inputs:
             s = Variable(x.data, requires_grad=True)

@@ -2,29 +2,32 @@
 
 One pass runs in three phases:
 
-1. **seed**: the starting gradients (ones, or the caller's ``grad_outputs``), and, when any
-   hook is registered, a count of each leaf's recorded uses, so that a leaf's gradient is
-   known complete the moment its last use is processed (its hooks and post-accumulate
-   hooks run then: data parallelism starts a bucket's allreduce there);
+1. **seed**: the starting gradients (ones, or the caller's ``grad_outputs``);
 2. **propagate**: Functions are visited latest-generation first from a heap, which is a
    correct order for any DAG (every consumer of a Variable runs before its creator);
-3. **finish**: leaves that were outputs themselves, or never completed, get their total.
+3. **finish**: leaves get their total (hooks, ``.grad``, post-accumulate hooks).
 
-Gradients are Variables.  Unless ``create_graph`` is set they are computed with graph
-recording off, so first-order training builds no extra graph.
+The engine chooses each Function's backward: a first-order pass calls its
+``backward_arrays`` (raw arrays, no graph) where it has one, else ``backward`` with graph
+recording off; ``create_graph`` always calls ``backward`` with recording on.
+
+A leaf with post-accumulate hooks asks to be told the moment its gradient is complete
+(data parallelism starts a bucket's allreduce there): the first time a pass reaches one,
+it counts the uses still to come of every leaf (``_uses_to_come``), and from then on
+each leaf finishes at its last use.  A pass that reaches no such leaf never counts.
 
 The pass runs Python for every Function, so its per-Function cost is what small operators
-pay: a plain ``.backward()`` of one Function on distinct leaves with no hook registered
-(``(a + b).backward()``) runs without the phases above (``_backward_leaves``: seed, one
-backward, accumulate), and the common cases (one seed, one output, a gradient Variable of
-the right shape) take the first branch of each test.
+pay: a plain ``.backward()`` of one Function on distinct leaves (``(a + b).backward()``)
+runs without the phases above (``_backward_leaves``: seed, one backward, accumulate), and
+the common cases (one seed, one output, a gradient Variable of the right shape) take the
+first branch of each test.
 """
 import heapq
 
 from lezero import cuda
 from lezero.core.config import get_config, pop_setting, push_setting
 from lezero.core.function import Function
-from lezero.core.variable import Variable, live_hook_count
+from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
 
@@ -106,8 +109,12 @@ def _seed(outputs, grad_outputs):
 def count_leaf_uses(outputs):
     """Walk the graph behind ``outputs`` once; return {leaf: number of recorded uses}
     (the leaves a backward from them reaches; data parallelism reads it too)."""
-    uses, seen = {}, set()
-    stack = [y.creator for y in outputs if y.creator is not None]
+    return _count_uses([y.creator for y in outputs if y.creator is not None], set(), {})
+
+
+def _count_uses(stack, seen, uses):
+    """Add to ``uses`` the recorded leaf uses of the Functions behind ``stack`` that are
+    not in ``seen``."""
     while stack:
         f = stack.pop()
         if f in seen:
@@ -122,6 +129,16 @@ def count_leaf_uses(outputs):
     return uses
 
 
+def _uses_to_come(f, heap, queued):
+    """{leaf: uses still to come}, counted when a pass first reaches a leaf with
+    post-accumulate hooks, given a gradient by ``f``: the uses by ``f``, by the queued
+    Functions and by those behind them (none has run yet).  A leaf that ``f`` already gave
+    a gradient counts one use too many, so it finishes at the end of the pass (it has no
+    post hook: this is the first such leaf reached)."""
+    stack = [entry[2] for entry in heap] + [f]
+    return _count_uses(stack, queued.difference(stack), {})
+
+
 # ----- phase 2: propagate ------------------------------------------------------------------
 
 def _apply_hooks(x, g):
@@ -132,19 +149,21 @@ def _apply_hooks(x, g):
     return g
 
 
-def _call_backward(f, gys, hooks):
-    """Run ``f.backward`` (with function hooks) and check its gradients' count and shapes;
-    returns one gradient Variable or None per input."""
+def _call_backward(f, gys, hooks, arrays=True):
+    """Run ``f.backward_arrays`` when ``arrays`` (first order) and ``f`` has one, else
+    ``f.backward`` (with function hooks); check the gradients' count and shapes and
+    return one gradient Variable or None per input."""
     for h in hooks:
         h.backward_preprocess(f, gys)
-    gxs = f.backward(*gys)
+    on_arrays = f.backward_arrays if arrays else None
+    gxs = f.backward(*gys) if on_arrays is None else on_arrays(*[g.data for g in gys])
     for h in hooks:
         h.backward_postprocess(f, gys)
     if type(gxs) is not tuple:
         gxs = (gxs,)
-    inputs = f.inputs
+    inputs, name = f.inputs, "backward" if on_arrays is None else "backward_arrays"
     if len(gxs) != len(inputs):
-        raise ValueError(f"{type(f).__name__}.backward returned {len(gxs)} gradients "
+        raise ValueError(f"{type(f).__name__}.{name} returned {len(gxs)} gradients "
                          f"for {len(inputs)} inputs")
     out = []
     for x, gx, needed in zip(inputs, gxs, f.needs_input_grad):
@@ -154,7 +173,7 @@ def _call_backward(f, gys, hooks):
         if not isinstance(gx, Variable):
             gx = Variable(as_array(gx), requires_grad=False)
         if gx.data.shape != x.data.shape:
-            raise ValueError(f"{type(f).__name__}.backward returned a gradient of "
+            raise ValueError(f"{type(f).__name__}.{name} returned a gradient of "
                              f"shape {gx.shape} for an input of shape {x.shape}")
         out.append(gx)
     return out
@@ -195,8 +214,8 @@ def _accumulate(x, g, claimed):
 
 def _backward_leaves(f, y):
     """The whole pass when ``y`` is the only output of one Function ``f`` on distinct
-    leaves and no Variable hook exists (``(a + b).backward()``, a tiny operator's cost):
-    nothing to order, hold back or count, so no heap and no ``_Pass``."""
+    leaves (``(a + b).backward()``, a tiny operator's cost): each leaf's gradient is
+    complete as soon as ``f`` returns it, so no heap, no ``_Pass`` and no counting."""
     token = push_setting("enable_backprop", False)
     try:
         seed = y.data.copy()            # copy + fill: several times faster than ones_like()
@@ -205,7 +224,12 @@ def _backward_leaves(f, y):
         claimed = set()
         for x, gx in zip(f.inputs, gxs):
             if gx is not None:
+                if x._hooks:
+                    gx = _apply_hooks(x, gx)
                 _accumulate(x, gx, claimed)
+                if x._post_hooks:
+                    for hook in list(x._post_hooks):
+                        hook(x)
     finally:
         pop_setting(token)
 
@@ -215,15 +239,12 @@ class _Pass:
     summed so far of each Variable still to be processed (after ``propagate``, of the
     leaves still to finish)."""
 
-    __slots__ = ("grads", "retain_grad", "create_graph", "wanted", "found", "hooks", "uses",
-                 "claimed")
+    __slots__ = ("grads", "retain_grad", "create_graph", "wanted", "found", "hooks", "claimed")
 
     def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted, hooks):
         self.grads = _seed(outputs, grad_outputs)
         self.retain_grad, self.create_graph, self.wanted = retain_grad, create_graph, wanted
         self.found, self.hooks = {}, hooks
-        # With no hook registered anywhere, finishing every leaf at the end is the same.
-        self.uses = count_leaf_uses(outputs) if live_hook_count() else None
         # Caller-given gradients must be copied before they become some leaf's .grad.
         self.claimed = (set() if grad_outputs is None
                         else {id(_root(g.data)) for g in self.grads.values()})
@@ -264,15 +285,15 @@ class _Pass:
         if missing:
             if len(missing) == len(gys):
                 return None
+            xp = cuda.get_array_module(f.inputs[0].data)
             for i in missing:              # an output that received no gradient: zeros
-                shape, dtype = f.output_meta[i]
-                xp = cuda.get_array_module(f.inputs[0].data)
-                gys[i] = Variable(xp.zeros(shape, dtype), requires_grad=False)
+                gys[i] = Variable(xp.zeros(*f.output_meta[i]), requires_grad=False)
         return gys
 
     def propagate(self, outputs):
         """Visit every Function behind ``outputs`` once, latest generation first."""
-        grads, uses, heap, queued = self.grads, self.uses, [], set()
+        # uses: {leaf: uses still to come}, once a leaf with post hooks asks for it
+        grads, uses, heap, queued = self.grads, None, [], set()
 
         def enqueue(f):     # the queue order: latest generation first, then first queued
             if f is not None and f not in queued:
@@ -285,7 +306,7 @@ class _Pass:
             gys = self.output_grads(f)
             if gys is None:
                 continue
-            for x, gx in zip(f.inputs, _call_backward(f, gys, self.hooks)):
+            for x, gx in zip(f.inputs, _call_backward(f, gys, self.hooks, not self.create_graph)):
                 if gx is None:
                     continue
                 total = grads.get(x)
@@ -293,7 +314,10 @@ class _Pass:
                 if x.creator is not None:
                     grads[x] = total
                     enqueue(x.creator)
-                elif uses is not None and uses[x] == 1:   # a leaf's last use: complete
+                    continue
+                if x._post_hooks and uses is None and self.wanted is None:
+                    uses = _uses_to_come(f, heap, queued)
+                if uses is not None and uses[x] == 1:     # a leaf's last use: complete
                     grads.pop(x, None)
                     self.finish_leaf(x, total)
                 else:
@@ -311,10 +335,10 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
     y = outputs[0]
     f = y.creator if isinstance(y, Variable) else None
     # One Function on distinct leaves (generation 0: a Function's outputs have generation
-    # >= 1), a plain first-order .backward() and no hook: the tiny-operator path.
+    # >= 1), a plain first-order .backward(), no hook on y: the tiny-operator path.
     if (f is not None and f.generation == 0 and len(outputs) == 1 and len(f.outputs) == 1
             and grad_outputs is None and wanted is None and y.requires_grad
-            and not (retain_grad or create_graph or live_hook_count())
+            and not (retain_grad or create_graph or y._hooks)
             and len(set(f.inputs)) == len(f.inputs)):
         return _backward_leaves(f, y)
     token = push_setting("enable_backprop", bool(create_graph))

@@ -39,9 +39,7 @@ class _Settings:
         derived = self._derived
         snap = derived.get(key)
         if snap is None:
-            values = {k: v for k, v in self.__dict__.items() if k != "_derived"}
-            values[name] = value
-            snap = _Settings(values)
+            snap = _Settings({**self.__dict__, name: value})     # gets its own _derived
             if key is not None and len(derived) < 64:
                 derived[key] = snap
         return snap

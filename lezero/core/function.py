@@ -3,6 +3,11 @@
 Subclass it and write ``forward(*arrays) -> array(s)`` on raw NumPy/CuPy arrays and
 ``backward(*grad_outputs) -> gradient(s)`` with LeZero operators on Variables, so the
 backward pass is itself a graph and can be differentiated again.
+
+A Function may also define ``backward_arrays(*grad_outputs)``: the same gradients computed
+on raw arrays (arrays in, arrays or None out), with no graph.  The engine, not the
+Function, chooses: a first-order pass calls ``backward_arrays`` where it exists, a
+``create_graph`` pass always calls ``backward``.
 """
 import weakref
 
@@ -85,10 +90,17 @@ class Function:
         """Return the gradient for each input from the outputs' gradients (Variables).
 
         Return one value per input (a Variable, an array or None for no gradient);
-        a single input may return a bare value.  Override in subclasses.
+        a single input may return a bare value.  Write it with LeZero operators, so that
+        under ``create_graph`` the gradient is differentiable.  Override in subclasses.
         """
         raise NotImplementedError(f"{type(self).__name__}.backward is not implemented; "
                                   "this operator is not differentiable")
+
+    # Optional ``backward_arrays(*gys)``: ``backward`` on raw arrays for a first-order pass
+    # (no graph is built, so it may use kernels and in-place arithmetic); it returns one
+    # array or None per input, as ``backward`` does.  None: the engine calls ``backward``.
+    # A subclass that overrides ``backward`` of a class with one must override it too.
+    backward_arrays = None
 
     def __repr__(self):
         return f"<{type(self).__name__} generation={self.generation}>"

@@ -8,7 +8,6 @@ when the package is imported.
 import numpy as np
 
 from lezero.cuda import as_array
-from lezero.core.config import get_config
 
 
 # bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers too.
@@ -81,6 +80,7 @@ class Variable:
             self._post_hooks = []
         return _HookHandle(self._post_hooks, fn)
 
+
 class Parameter(Variable):
     """A Variable that a Module registers as trainable."""
 
@@ -93,29 +93,19 @@ def as_variable(x):
         return x
     return Variable(as_array(x), requires_grad=False)
 
-def live_hook_count():
-    """How many Variable hooks are registered in this process (the engine skips counting
-    leaf uses when there are none)."""
-    return _HookHandle.live
-
 
 class _HookHandle:
     """Returned by ``register_hook``: ``remove()`` unregisters the hook."""
-
-    live = 0
 
     def __init__(self, hooks, fn):
         if not callable(fn):
             raise TypeError(f"register_hook: expected a callable, got {type(fn).__name__}")
         self._hooks, self._fn = hooks, fn
         hooks.append(fn)
-        _HookHandle.live += 1
 
     def remove(self):
         if self._fn in self._hooks:
             self._hooks.remove(self._fn)
-            _HookHandle.live -= 1
-
 
 
 # Imported last: the engine needs Variable defined first.

@@ -35,7 +35,7 @@ META_KEYS = ("fused_groups", "cse_merged", "folded")
 _NODE_KEYS = {"op", "inputs", "outputs", "attrs", "sub"}
 _RUNTIME_ATTRS = {"_dropout", "_nograd", "_detach"}
 _GRAPH_KEYS = {"inputs", "outputs", "generation", "needs_input_grad", "output_meta",
-               "forward", "backward"}
+               "forward", "backward", "backward_arrays"}
 
 
 def _bad(text):

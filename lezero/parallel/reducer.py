@@ -9,6 +9,11 @@ flight, which keeps MPI's progress engine moving while backward computes.  The h
 starts the last bucket waits for all of them and writes ``sum / divisor`` back into each
 ``p.grad``: backward returns with averaged gradients.
 
+The post-accumulate hooks are also what asks the backward engine for complete-gradient
+notifications: a backward that reaches a hooked parameter counts the leaf uses still to
+come (``lezero.core.backward``), so each hook runs at its parameter's last use while the
+engine goes on with earlier layers; a backward that reaches none pays nothing for it.
+
 The bucket all-reduces skip the agreement check (``agree.py``): every rank's buckets have
 the same sizes and order by construction (DataParallel checks the replicas and settings
 when wrapping; a rebuild takes rank 0's order), and a check would make each bucket's start

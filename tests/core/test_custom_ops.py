@@ -42,6 +42,14 @@ class SinCos(lz.Function):
         return g_sin * F.cos(x) - g_cos * F.sin(x)
 
 
+class CubeArrays(Cube):
+    """The page's first-order example: ``Cube`` plus ``backward_arrays``."""
+
+    def backward_arrays(self, gy):
+        x = self.inputs[0].data
+        return gy * 3 * x * x
+
+
 def test_one_input():
     x = np.random.default_rng(0).uniform(-1, 1, (3, 4))
     check_all(lambda a: Cube()(a), lambda a: a ** 3, x)
@@ -76,6 +84,16 @@ def test_higher_order_through_a_custom_function():
     (g2,) = lz.grad(g1, x, create_graph=True)
     (g3,) = lz.grad(g2, x)
     assert (g1.item(), g2.item(), g3.item()) == (12.0, 12.0, 6.0)
+
+
+def test_a_first_order_backward_on_arrays():
+    x = np.random.default_rng(4).uniform(-1, 1, (3, 4))
+    check_all(lambda a: CubeArrays()(a), lambda a: a ** 3, x)     # both backwards checked
+    v = lz.Variable(x.copy())
+    (first,) = lz.grad(CubeArrays()(v).sum(), v)
+    (graph,) = lz.grad(CubeArrays()(v).sum(), v, create_graph=True)
+    np.testing.assert_allclose(first.data, graph.data, rtol=1e-15)
+    assert first.creator is None and graph.creator is not None
 
 
 def test_gradient_check_reports_the_worst_element():

@@ -277,14 +277,11 @@ def test_a_leaf_hook_runs_at_its_last_use_before_earlier_functions():
 # ----- the one-Function path: (a + b).backward() ------------------------------------------
 def _grads_of(op, general, rounds=2):
     """Leaves' gradients after ``rounds`` backward passes of ``op(a, b)``; ``general``
-    registers a hook on an unrelated Variable, which sends the pass through the heap."""
+    passes retain_grad, which sends the pass through the heap."""
     rng = np.random.default_rng(3)
     a, b = (lz.Variable(rng.standard_normal((3, 4)).astype(np.float32)) for _ in range(2))
-    handle = var(0.0).register_hook(lambda g: g) if general else None
     for _ in range(rounds):
-        op(a, b).backward()
-    if handle is not None:
-        handle.remove()
+        op(a, b).backward(retain_grad=general)
     return a.grad.data, b.grad.data
 
 

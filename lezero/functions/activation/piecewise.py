@@ -5,7 +5,7 @@ gradient written with LeZero operators.  The choice of piece is a *constant* mas
 derivative is zero, which is the true derivative everywhere except at the kinks.  At a
 kink the gradient follows PyTorch's convention (relu'(0) = 0, hardtanh'(min) = 0).
 """
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.kernels import relu as relu_kernels
 from lezero.functions.common import as_variable, mixed_precision, xp_of
 from lezero.functions.math import Elementwise, float_operator
@@ -25,10 +25,9 @@ class ReLU(Elementwise):
     def f(self, xp, x):
         return relu_kernels.relu(x)       # a Numba select for float NumPy arrays
 
-    def backward(self, gy):
-        if not get_config().enable_backprop:     # first order: the kernel's array, unrecorded
-            return relu_kernels.relu_grad(self.inputs[0].data, gy.data)
-        return super().backward(gy)
+    def backward_arrays(self, gy):
+        """First order: the kernel's array, unrecorded."""
+        return relu_kernels.relu_grad(self.inputs[0].data, gy)
 
     def derivative(self, gy, x, y):
         return ReLUGrad()(x, gy)

@@ -9,7 +9,7 @@ says so when asked).
 """
 import numpy as np
 
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.random import get_rng
 from lezero.functions.common import xp_of
 
@@ -88,12 +88,11 @@ class ChunkedAttention(Function):
         return out
 
     def backward(self, go):
-        if get_config().enable_backprop:
-            # create_graph: record a node that refuses to be differentiated again.
-            grads = ChunkedAttentionGrad(self)(go, *self.inputs)
-        else:
-            grads = self.gradients(go.data)
-        return tuple(g if need else None for g, need in zip(grads, self.needs_input_grad))
+        # create_graph: record a node that refuses to be differentiated again.
+        return tuple(ChunkedAttentionGrad(self)(go, *self.inputs))
+
+    def backward_arrays(self, go):
+        return self.gradients(go)
 
     def gradients(self, go):
         """Raw-array gradients of q, k, v, recomputing each block's probabilities."""

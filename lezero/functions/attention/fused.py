@@ -3,11 +3,11 @@ of ``lezero.kernels.attention`` (float32 NumPy operands, no mask but the causal 
 dropout), split over threads by heads.
 
 ``FusedAttention`` keeps the probabilities for its backward, as the plain path does.
-Its first-order gradient comes from the kernel; under ``create_graph`` the backward is
-written with LeZero operators instead (the plain path's formulas), so attention can
-still be differentiated twice.
+Its first-order gradient (``backward_arrays``) comes from the kernel; ``backward``, which
+``create_graph`` calls, is written with LeZero operators instead (the plain path's
+formulas), so attention can still be differentiated twice.
 """
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.kernels import attention as attention_kernels
 from lezero.functions.attention.masked_softmax import MaskedSoftmax, MaskedSoftmaxGrad
 from lezero.functions.linalg import matmul
@@ -42,15 +42,15 @@ class FusedAttention(Function):
             self.kernel = False
         return out
 
-    def backward(self, go):
-        if get_config().enable_backprop:        # create_graph: differentiable operators
-            return self._graph_backward(go)
+    def backward_arrays(self, go):
+        """First order: the kernel's gradients (or its reference's)."""
         q, k, v = (x.data for x in self.inputs)
         grads = (attention_kernels.attention_backward if self.kernel
                  else attention_kernels.attention_backward_ref)
-        return grads(q, k, v, self.p, go.data, self.scale)
+        return grads(q, k, v, self.p, go, self.scale)
 
-    def _graph_backward(self, go):
+    def backward(self, go):
+        """The plain path's formulas with LeZero operators (differentiable again)."""
         q, k, v = self.inputs
         p = MaskedSoftmax(None, self.scale, self.causal)(matmul(q, swapaxes(k, -1, -2)))
         ds = MaskedSoftmaxGrad(self.scale)(p, matmul(go, swapaxes(v, -1, -2)))

@@ -7,7 +7,7 @@ the weight, and the backward is two tensordots and a sum.
 """
 import math
 
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.functions.common import inverse_permutation, xp_of
 from lezero.functions.linalg.contraction import einsum
 from lezero.functions.math import add, mul
@@ -199,9 +199,7 @@ class Linear(Function):
         return y.reshape(x.shape[:-1] + (weight.shape[0],))
 
     def backward(self, gy):
-        if not get_config().enable_backprop:
-            return self._array_backward(gy.data)
-        x, weight = self.inputs[:2]           # create_graph: differentiable operators
+        x, weight = self.inputs[:2]           # differentiable operators (create_graph)
         needs = self.needs_input_grad
         batch = tuple(range(gy.ndim - 1))
         gx = Tensordot((gy.ndim - 1,), (0,))(gy, weight) if needs[0] else None   # gy @ W
@@ -210,7 +208,7 @@ class Linear(Function):
             return gx, gw
         return gx, gw, (sum_to(gy, (weight.shape[0],)) if needs[2] else None)
 
-    def _array_backward(self, gy):
+    def backward_arrays(self, gy):
         """The first-order gradients as arrays: the same products and sum as above, minus
         the three Functions that would record them (~10 us each, per layer and step).
         The two products are independent: large ones run at once (``gemm_pair``)."""

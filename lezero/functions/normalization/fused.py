@@ -12,10 +12,11 @@ has two forms of the same formula, with ``g = gy * weight`` and means over the a
     gx = rstd * (g - mean(g) - xhat * mean(g * xhat)),   gweight = sum(gy * xhat),
     gbias = sum(gy)
 
-* first order (the usual case): raw array arithmetic on the saved arrays, no recomputation;
-* under ``create_graph``: the statistics are recomputed from ``x`` with LeZero operators
-  and the formula is written with them, so the gradient is a graph that can be
-  differentiated again (to any order).
+* ``backward_arrays``, first order (the usual case): raw array arithmetic on the saved
+  arrays, no recomputation;
+* ``backward``, under ``create_graph``: the statistics are recomputed from ``x`` with
+  LeZero operators and the formula is written with them, so the gradient is a graph that
+  can be differentiated again (to any order).
 
 Layer and RMS norm on NumPy arrays run both passes as Numba kernels
 (``lezero.kernels.layernorm``: one read of x per pass instead of about fifteen array
@@ -28,7 +29,6 @@ import numpy as np
 from lezero import kernels
 from lezero.kernels import layernorm
 from lezero.core import Function
-from lezero.core import get_config
 from lezero.functions.common import xp_of
 from lezero.functions.reduction import sum as _sum
 from lezero.functions.shape import reshape, sum_to, sum_to_array
@@ -111,11 +111,13 @@ class Normalize(Function):
         return w, b
 
     # ----- backward ------------------------------------------------------------------
+    def backward_arrays(self, gy):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._array_backward(gy)
+
     def backward(self, gy):
         with np.errstate(divide="ignore", invalid="ignore"):
-            if get_config().enable_backprop:      # create_graph: a differentiable graph
-                return self._graph_backward(gy)
-            return self._array_backward(gy.data)
+            return self._graph_backward(gy)
 
     def _inv_count(self, shape):
         """1 / the number of values each statistic covers (0 for none: empty axes)."""

@@ -23,7 +23,7 @@ through a fused layer raises an error instead of silently giving zero.
 """
 import numpy as np
 
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.kernels import lstm as lstm_kernels
 from lezero.kernels import lstm_parts
@@ -84,12 +84,12 @@ class _Recurrence(Function):
                                  f"{tuple(got[key])}")
 
     def backward(self, *gys):
-        if get_config().enable_backprop:
-            # create_graph: record a node that refuses to be differentiated again.
-            grads = _RecurrenceGrad(self)(*gys, *self.inputs)
-        else:
-            grads = self.gradients([g.data for g in gys])
+        # create_graph: record a node that refuses to be differentiated again.
+        grads = _RecurrenceGrad(self)(*gys, *self.inputs)
         return tuple(g if need else None for g, need in zip(grads, self.needs_input_grad))
+
+    def backward_arrays(self, *gys):
+        return tuple(self.gradients(list(gys)))
 
     def gradients(self, gys):
         """Raw-array gradients of every input (None where not needed)."""

@@ -7,7 +7,7 @@ by themselves; ``tile``, ``repeat`` and the non-constant ``pad`` modes are built
 """
 import numpy as np
 
-from lezero.core import Function, get_config
+from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape.index import GetItem, _select, to_backend
@@ -54,11 +54,13 @@ class Split(Function):
     def backward(self, *gys):
         # An output nobody used arrives as zeros (the engine fills it), so the pieces
         # always tile the input again.
-        if not get_config().enable_backprop:
-            joined = adjacent_join([g.data for g in gys], self.axis)
-            if joined is not None:
-                return joined
         return Concatenate(self.axis)(*gys)
+
+    def backward_arrays(self, *gys):
+        """First order: the pieces joined back, as a view when they lie side by side in
+        one buffer (``lezero.kernels.join``), else a copy."""
+        joined = adjacent_join(list(gys), self.axis)
+        return joined if joined is not None else xp_of(*gys).concatenate(gys, axis=self.axis)
 
 
 @register("shape")
