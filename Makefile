@@ -12,25 +12,34 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
 
+# LeZero and its core dependencies only: enough for `make demo`.
 $(VENV)/.installed: $(PY) setup.py
 	$(PIP) install -e .
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.installed setup.py
-	$(PIP) install -e ".[dev,mpi,onnx,serve,amp]"
+# `make install`: everything the README, the steps, the examples and the notebook
+# sources import (the `examples` extra: gymnasium, networkx, IPython, tritonclient and
+# the mpi, onnx, serve and amp extras; mpiexec comes with mpich).  No torch.
+$(VENV)/.installed-examples: $(VENV)/.installed setup.py
+	$(PIP) install -e ".[examples]"
 	touch $@
 
-# Notebooks: Jupyter itself plus the extras some notebooks run (MPI for 13 and 15, ONNX
-# for 14, the server for 17, bfloat16 storage for 12).  No torch: notebook 08 skips its
-# PyTorch comparison when torch is absent.
-$(VENV)/.installed-notebooks: $(VENV)/.installed setup.py
-	$(PIP) install -e ".[notebooks,mpi,onnx,serve,amp]"
+# The tests: the above plus the test-only oracles (torch, torchvision, transformers).
+$(VENV)/.installed-test: $(VENV)/.installed-examples setup.py
+	$(PIP) install -e ".[dev]"
 	touch $@
 
-install: $(VENV)/.installed
+# Notebooks: Jupyter itself plus what the notebook sources import (MPI for 13 and 15,
+# ONNX for 14, the server for 17, bfloat16 storage for 12).  No torch: notebook 08
+# skips its PyTorch comparison when torch is absent.
+$(VENV)/.installed-notebooks: $(VENV)/.installed-examples setup.py
+	$(PIP) install -e ".[notebooks,examples]"
+	touch $@
+
+install: $(VENV)/.installed-examples
 install-test: $(VENV)/.installed-test
 
-demo: install
+demo: $(VENV)/.installed
 	$(PY) -m lezero.demo
 
 # Line coverage (.coveragerc) and the operator check log (lezero/testing/recording.py) come

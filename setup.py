@@ -1,7 +1,10 @@
 """Packaging for LeZero.
 
 The core needs only NumPy; Numba powers the CPU kernels and h5py the HDF5 checkpoints.
-Everything else is an extra so that ``import lezero`` stays light.
+Everything else is an extra so that ``import lezero`` stays light.  ``examples`` is the
+extra ``make install`` installs: every package the README, the steps, the examples and
+the notebook sources import (tests/test_install.py keeps that true), without the test-only
+oracles (torch, torchvision, transformers).
 """
 from setuptools import find_packages, setup
 
@@ -16,11 +19,8 @@ TEST_DEPS = [
     # unpinned torchvision would ask for a newer torch).  See lezero/testing/oracles.py.
     "torchvision==0.28.0",
     "transformers==5.24.0",
-    "tritonclient[http]",   # a real client of the KServe v2 protocol, for the serving tests
     "httpx",
     "pydot",                # parses the DOT text of utils/graph.py in its tests
-    "gymnasium",            # CartPole for the reinforcement-learning examples
-    "networkx",             # the karate club and stochastic block models of the GNN examples
     "nbclient",
     "nbformat",
     "ipykernel",
@@ -34,7 +34,17 @@ MPI_DEPS = ["mpi4py>=3.1", "mpich"]
 ONNX_DEPS = ["onnx>=1.15", "onnxruntime>=1.17", "ml_dtypes>=0.3"]
 # httptools: uvicorn's C HTTP parser (uvicorn uses it when installed; without it the
 # pure-Python h11 costs the server about a third more CPU per request)
-SERVE_DEPS = ["starlette>=0.37", "uvicorn>=0.29", "httptools>=0.6"]
+# tritonclient: Triton's KServe v2 client, which examples/serve_*.py and the serving
+# tests talk to the server with.
+SERVE_DEPS = ["starlette>=0.37", "uvicorn>=0.29", "httptools>=0.6", "tritonclient[http]"]
+AMP_DEPS = ["ml_dtypes>=0.3"]   # bfloat16 storage on the CPU
+# What the examples and notebook sources import beyond the core: CartPole for the
+# reinforcement-learning examples, the graphs of the GNN examples, IPython's display for
+# the notebook sources run as scripts.  The `examples` extra adds every other extra a
+# README command, step or example uses (mpiexec comes from `mpi`).  Checked with
+# `pip install --dry-run --ignore-installed`: none of it pulls torch.
+EXAMPLE_DEPS = ["gymnasium", "networkx", "ipython"]
+RUN_DEPS = list(dict.fromkeys(EXAMPLE_DEPS + MPI_DEPS + ONNX_DEPS + SERVE_DEPS + AMP_DEPS))
 
 setup(
     name="lezero",
@@ -57,14 +67,15 @@ setup(
         "matplotlib>=3.7",
     ],
     extras_require={
-        "dev": TEST_DEPS,
+        "dev": TEST_DEPS + RUN_DEPS,   # the tests run every example too
         "mpi": MPI_DEPS,
         "gpu": ["cupy-cuda13x"],
         "onnx": ONNX_DEPS,
         "serve": SERVE_DEPS,
-        "amp": ["ml_dtypes>=0.3"],   # bfloat16 storage on the CPU
+        "amp": AMP_DEPS,
+        "examples": RUN_DEPS,
         "mutate": ["mutmut>=3"],
         "notebooks": NOTEBOOK_DEPS,
-        "all": TEST_DEPS + MPI_DEPS + ONNX_DEPS + SERVE_DEPS,
+        "all": list(dict.fromkeys(TEST_DEPS + RUN_DEPS + NOTEBOOK_DEPS)),
     },
 )

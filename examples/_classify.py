@@ -5,13 +5,11 @@ replicated to the size and channels the model wants; ``--data cifar10`` for real
 (``--download`` fetches it once into ``$LEZERO_DATA``).  Optimizer: SGD with Nesterov
 momentum and weight decay, or Adam(W); a cosine schedule stepped per batch.
 """
-import sys
-
 import lezero.functions as F
 from lezero import optim
 
 from _amp import Precision, add_memory_flags
-from _common import (accuracy, batches, check_args, cifar10, digits, fit, make_parser,
+from _common import (accuracy, bar, batches, check_args, cifar10, digits, fit, make_parser,
                      mean, to_device, write_summary)
 
 
@@ -56,11 +54,9 @@ def run_classifier(parser, build_model, name=None):
     return train_classifier(args, model, train, test, name)
 
 
-def _progress(args, total, desc):
-    """A tqdm bar over a full run's steps (none under --smoke, which prints its lines)."""
-    from tqdm import tqdm
-    return tqdm(total=total, desc=desc, unit="step", disable=args.smoke, file=sys.stderr,
-                dynamic_ncols=True, leave=False)
+def _progress(total, desc):
+    """A bar over an epoch's steps (on a terminal only; see ``_common.bar``)."""
+    return bar(total=total, desc=desc, unit="step", leave=False)
 
 
 def recalibrate_batch_norm(model, x, args, batch_size=64):
@@ -105,8 +101,8 @@ def train_classifier(args, model, train, test, name, precise_bn=False):
     mp = Precision(args, model)
 
     def train_epoch(epoch):
-        losses, correct = [], 0
-        with _progress(args, steps_per_epoch, f"{name} epoch {epoch + 1}") as bar:
+        losses, correct, seen = [], 0, 0
+        with _progress(steps_per_epoch, f"{name} epoch {epoch + 1}") as steps:
             for xb, tb in batches((x, t), args.batch_size, args.seed, epoch):
                 xb, tb_dev = to_device(args, xb, tb)
                 with mp.autocast():
@@ -117,9 +113,10 @@ def train_classifier(args, model, train, test, name, precise_bn=False):
                 mp.step(opt, scheduler=sched)
                 losses.append(loss.item())
                 correct += int((logits.data.argmax(axis=1) == tb_dev).sum())
-                bar.update()
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
-        return {"loss": mean(losses), "train_acc": correct / len(x)}
+                seen += len(tb)                 # --smoke sees a few batches only
+                steps.update()
+                steps.set_postfix(loss=f"{losses[-1]:.3f}")
+        return {"loss": mean(losses), "train_acc": correct / seen}
 
     def evaluate():
         if precise_bn:

@@ -8,10 +8,17 @@ Each script builds its model and writes one ``train_epoch(epoch) -> metrics`` fu
   uninterrupted one would (batch orders come from ``(seed, epoch)``, not from state);
 * after every epoch ``OUT/checkpoint.npz`` is written atomically (a crash never leaves a
   half-written file), and at the end ``OUT/model.npz`` holds the weights alone;
-* ``OUT/history.json`` records the metrics per epoch.
+* ``OUT/history.json`` records the metrics per epoch; on a terminal a progress bar shows
+  them, in a log file or a pipe a plain line per epoch does (``bar``, ``epoch_progress``).
+
+``check_args`` sends a --smoke run to ``runs/NAME-smoke`` (never over a real run) and
+removes an output folder the run created but left empty; ``require`` stops a script
+before any work, with a one-line install hint, when an optional package is missing.
 """
 import argparse
+import atexit
 import contextlib
+import importlib
 import json
 import os
 import sys
@@ -67,7 +74,8 @@ def make_parser(name, description, epochs, batch_size, lr):
 
 
 def check_args(parser, args):
-    """Reject nonsense early, with the flag's name."""
+    """Reject nonsense early, with the flag's name.  A --smoke run writes into
+    ``runs/NAME-smoke`` unless --out is given, never over a real run's ``runs/NAME``."""
     for flag in ("epochs", "batch_size"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')} must be at least 1")
@@ -79,7 +87,61 @@ def check_args(parser, args):
         global _smoke
         _smoke = True
         args.epochs, args.stop_after = 1, None
+        if args.out == parser.get_default("out"):
+            args.out += "-smoke"
+    remove_if_left_empty(args.out)
     return args
+
+
+# ----- optional packages and the output folder ---------------------------------------------
+
+# The optional packages the examples import, and the extra of setup.py that installs each
+# (``make install`` installs them all).
+EXTRAS = {"onnx": "onnx", "onnxruntime": "onnx", "starlette": "serve", "uvicorn": "serve",
+          "tritonclient": "serve", "gymnasium": "examples", "networkx": "examples",
+          "mpi4py": "mpi"}
+
+
+def require(*modules):
+    """Exit with a one-line install hint unless every module imports.  Scripts call it
+    before any work, so a missing package costs no training run."""
+    missing = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        extras = sorted({EXTRAS[m.split(".")[0]] for m in missing})
+        raise SystemExit(f"{os.path.basename(sys.argv[0])} needs {', '.join(missing)}: "
+                         f"pip install -e \".[{','.join(extras)}]\" in the checkout (or "
+                         "make install, which installs every extra the examples use)")
+
+
+_watched = set()
+
+
+def remove_if_left_empty(out):
+    """Remove ``out`` (and the folders above it this run creates) at exit when nothing
+    was written into it: a run that fails early leaves no empty ``runs/NAME/``."""
+    out = os.path.abspath(out)
+    rank = os.environ.get("PMI_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
+    if out in _watched or rank != "0":       # under mpiexec rank 0 alone writes
+        return
+    _watched.add(out)
+    created = []
+    path = out
+    while not os.path.exists(path) and path != os.path.dirname(path):
+        created.append(path)
+        path = os.path.dirname(path)
+
+    def clean():
+        for folder in created:                # deepest first
+            if os.path.isdir(folder) and os.listdir(folder):
+                return
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
+    atexit.register(clean)
 
 
 def smoke_limit(iterable):
@@ -156,13 +218,14 @@ def accuracy(model, x, t, args, batch_size=256):
     """Classification accuracy in eval mode, without a graph."""
     was_training = model.training
     model.eval()
-    correct = 0
+    correct = seen = 0
     with lz.no_grad():
         for (xb, tb) in batches((x, t), batch_size, 0, 0, shuffle=False):
             logits = model(to_device(args, xb)).data
             correct += int((cuda.as_numpy(logits).argmax(axis=1) == tb).sum())
+            seen += len(tb)                # --smoke sees a few batches only
     model.train(was_training)
-    return correct / len(x)
+    return correct / max(seen, 1)
 
 
 # ----- checkpoints and the epoch loop --------------------------------------------------
@@ -225,18 +288,57 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
     for key, m in modules.items():
         name = "model.npz" if len(modules) == 1 else f"{key}.npz"
         m.save(os.path.join(args.out, name))
-    write_history(args.out, history, plot=not args.smoke)
-    print(f"wrote {ckpt}, the weights and the history (json, png) to {args.out}")
+    written = write_history(args.out, history, plot=not args.smoke)
+    print(f"wrote {ckpt}, the weights, {' and '.join(written)} to {args.out}")
     return history
 
 
+def on_terminal():
+    """True when stderr is a terminal: progress bars are drawn only there (in a log file
+    or a pipe their carriage returns are noise; runs print a plain line per epoch)."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def bar(iterable=None, disable=False, **kwargs):
+    """A tqdm bar on stderr, drawn only on a terminal and never under --smoke (a test
+    reads that output); otherwise a silent tqdm with the same methods."""
+    from tqdm import tqdm
+    kwargs.setdefault("file", sys.stderr)
+    kwargs.setdefault("dynamic_ncols", True)
+    return tqdm(iterable, disable=disable or _smoke or not on_terminal(), **kwargs)
+
+
+class _Epochs:
+    """Epochs ``[start, stop)`` of ``total``: on a terminal a bar with the latest epoch's
+    metrics beside it, elsewhere one plain line per epoch on stdout (but the last, which
+    the run's ``after epoch`` line reports); ``quiet`` shows neither (ranks other than 0)."""
+
+    def __init__(self, start, stop, total, quiet=False):
+        self.total, self.quiet, self.epoch, self.stop = total, quiet, start, stop
+        self.bar = bar(range(start, stop), total=total, initial=start, desc="epochs",
+                       unit="epoch", disable=quiet)
+
+    def __iter__(self):
+        for self.epoch in self.bar:
+            yield self.epoch
+
+    def show(self, metrics):
+        if self.quiet:
+            return
+        if not self.bar.disable:
+            self.bar.set_postfix_str(format_metrics(metrics), refresh=True)
+        elif self.epoch + 1 < self.stop:
+            print(f"epoch {self.epoch + 1}/{self.total}: {format_metrics(metrics)}",
+                  flush=True)
+
+
 def epoch_progress(start, stop, total, disable=False):
-    """The run's progress bar over epochs ``[start, stop)`` of ``total`` (on stderr, as
-    ``lezero.demo`` draws it); the latest epoch's metrics go beside it (``show_metrics``)
-    instead of a printed line per epoch."""
-    from lezero.data.progress import progress
-    return progress(range(start, stop), total=total, initial=start, desc="epochs",
-                    unit="epoch", disable=disable, file=sys.stderr, dynamic_ncols=True)
+    """The run's progress over epochs ``[start, stop)`` of ``total`` (see ``_Epochs``);
+    ``show_metrics`` reports each epoch's metrics through it."""
+    return _Epochs(start, stop, total, quiet=disable)
 
 
 def format_metrics(metrics):
@@ -245,19 +347,21 @@ def format_metrics(metrics):
                      for k, v in metrics.items())
 
 
-def show_metrics(bar, metrics):
-    """Put one epoch's metrics beside the epoch bar."""
-    if hasattr(bar, "set_postfix_str"):          # tqdm (the plain fallback has no postfix)
-        bar.set_postfix_str(format_metrics(metrics), refresh=True)
+def show_metrics(epochs, metrics):
+    """Report one epoch's metrics: beside the epoch bar, or as a line of their own."""
+    epochs.show(metrics)
 
 
 def write_history(out, history, plot=True):
     """``OUT/history.json`` and, when there is something to draw, ``OUT/history.png``
     (``lezero.utils.plot_history``), both written atomically.  ``plot=False`` (smoke
-    runs) skips the PNG: importing matplotlib costs a smoke run a second or two."""
+    runs) skips the PNG: importing matplotlib costs a smoke run a second or two.  Returns
+    the names of the files written."""
     write_json(os.path.join(out, "history.json"), history)
     if history and plot:
         lz.utils.plot_history(history, os.path.join(out, "history.png"))
+        return ["history.json", "history.png"]
+    return ["history.json"]
 
 
 def mean(values):

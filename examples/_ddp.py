@@ -83,8 +83,8 @@ def finish(args, world, dp, history, **summary):
     if world.rank != 0:
         return
     dp.module.save(os.path.join(args.out, "model.npz"))
-    write_history(args.out, history, plot=not args.smoke)
+    written = write_history(args.out, history, plot=not args.smoke)
     write_summary(args, ranks=world.size, **summary)
     print(dp.timeline().summary())
-    print(f"wrote the weights, history.json/.png, summary.json and timeline.json (open it in "
-          f"chrome://tracing or ui.perfetto.dev) to {args.out}")
+    print(f"wrote the weights, {', '.join(written)}, summary.json and timeline.json (open "
+          f"it in chrome://tracing or ui.perfetto.dev) to {args.out}")

@@ -10,8 +10,10 @@ import lezero.functions as F
 from lezero import optim
 from lezero.data.datasets import karate_club, stochastic_block_model
 
-from _common import check_args, make_parser, smoke_limit, write_summary
+from _common import check_args, make_parser, require, smoke_limit, write_summary
 from _zoo import progress
+
+require("networkx")                   # the examples extra, before any work
 
 
 def graph_parser(name, description, epochs, lr, weight_decay):

@@ -5,7 +5,6 @@ the KV cache).
 """
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -13,18 +12,16 @@ import numpy as np
 import lezero as lz
 from lezero import optim
 
-from _common import (SMOKE_BATCHES, char_corpus, check_args, fit, make_parser, mean,
+from _common import (SMOKE_BATCHES, bar, char_corpus, check_args, fit, make_parser, mean,
                      smoke_limit, to_device, write_json, write_summary)
 
 
 def progress(total, desc, args=None):
-    """A tqdm bar on stderr (one per epoch), as lezero.demo draws them; with ``args``
+    """A bar over an epoch's steps (on a terminal only: ``_common.bar``); with ``args``
     of a --smoke run the total is cut as ``smoke_limit`` cuts the loop."""
-    from tqdm import tqdm
     if args is not None and args.smoke:
         total = min(total, SMOKE_BATCHES)
-    return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, dynamic_ncols=True,
-                leave=False)
+    return bar(total=total, desc=desc, unit="step", leave=False)
 
 
 def adamw(model, args, total_steps, warmup=20, betas=(0.9, 0.95)):
@@ -55,7 +52,7 @@ def optimize(args, opt, loss_of, items, total, desc, clip=None, sched=None):
     ``loss_of(item)`` returns the loss Variable, or (loss, dict of numbers to average).
     ``clip``: parameters whose gradient norm is clipped to 1.  Returns the means."""
     losses, extras = [], {}
-    bar = progress(total, desc, args)
+    steps = progress(total, desc, args)
     for item in items:
         out = loss_of(item)
         loss, extra = out if isinstance(out, tuple) else (out, {})
@@ -69,9 +66,9 @@ def optimize(args, opt, loss_of, items, total, desc, clip=None, sched=None):
         losses.append(loss.item())
         for k, v in extra.items():
             extras.setdefault(k, []).append(v)
-        bar.update()
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    bar.close()
+        steps.update()
+        steps.set_postfix(loss=f"{losses[-1]:.3f}")
+    steps.close()
     return {"loss": mean(losses), **{k: mean(v) for k, v in extras.items()}}
 
 

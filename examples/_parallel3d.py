@@ -10,13 +10,13 @@ import time
 
 import numpy as np
 
-from _common import (char_corpus, check_args, epoch_progress, format_metrics, make_parser, mean,
-                     show_metrics, smoke_limit, thread_limit, write_history, write_summary)
+from _common import (bar, char_corpus, check_args, epoch_progress, format_metrics,
+                     make_parser, mean, show_metrics, smoke_limit, thread_limit,
+                     write_history, write_summary)
 from train_gpt import windows
 
 import lezero as lz  # noqa: E402
 from lezero import parallel  # noqa: E402
-from lezero.data import progress  # noqa: E402
 
 
 def parser(name, description, epochs=1, batch_size=16, lr=3e-3, steps=40):
@@ -71,9 +71,8 @@ def global_batch(ids, args, epoch, step):
 def train_steps(args, world, epoch, step_fn):
     """``step_fn(x, y) -> loss`` for each step of the epoch; the mean loss."""
     losses = []
-    steps = progress(smoke_limit(range(args.steps)), total=args.steps,
-                     desc=f"epoch {epoch + 1}", disable=world.rank != 0 or args.smoke,
-                     leave=False)
+    steps = bar(smoke_limit(range(args.steps)), total=args.steps,
+                desc=f"epoch {epoch + 1}", disable=world.rank != 0, leave=False)
     for step in steps:
         losses.append(step_fn(epoch, step))
     return mean(losses)

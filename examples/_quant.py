@@ -3,7 +3,6 @@ quantization (calibrate, convert) and quantization-aware training (fine-tune wit
 quantization, convert), with accuracies, sizes and the summary file."""
 import copy
 import os
-import sys
 import time
 
 import lezero as lz
@@ -11,7 +10,7 @@ import lezero.functions as F
 from lezero import optim
 from lezero import quantization as Q
 
-from _common import SMOKE_BATCHES, accuracy, batches, mean, write_json, write_summary
+from _common import SMOKE_BATCHES, accuracy, bar, batches, mean, write_json, write_summary
 
 
 def add_quant_flags(p, qat_epochs):
@@ -28,15 +27,13 @@ def add_quant_flags(p, qat_epochs):
 def train(model, data, args, epochs, lr, desc, on_epoch=None):
     """Adam with cosine decay over ``epochs`` on ``data`` = (x, t), with a progress bar;
     returns the mean loss of the last epoch."""
-    from tqdm import tqdm
     x, t = data
     steps = -(-len(x) // args.batch_size)
     if args.smoke:
         steps = min(steps, SMOKE_BATCHES)
     opt = optim.Adam(model.parameters(), lr=lr)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs * steps))
-    bar = tqdm(total=epochs * steps, desc=desc, unit="step", file=sys.stderr,
-               dynamic_ncols=True, leave=False)
+    progress = bar(total=epochs * steps, desc=desc, unit="step", leave=False)
     losses = []
     for epoch in range(epochs):
         if on_epoch is not None:
@@ -50,9 +47,9 @@ def train(model, data, args, epochs, lr, desc, on_epoch=None):
             opt.step()
             sched.step()
             losses.append(loss.item())
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.3f}")
-    bar.close()
+            progress.update(1)
+            progress.set_postfix(loss=f"{losses[-1]:.3f}")
+    progress.close()
     return mean(losses)
 
 

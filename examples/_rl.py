@@ -6,7 +6,9 @@ import numpy as np
 
 import lezero as lz
 
-from _common import check_args, make_parser, write_summary
+from _common import check_args, make_parser, require, write_summary
+
+require("gymnasium")                  # the examples extra, before any work
 
 ENV = "CartPole-v1"
 

@@ -1,13 +1,14 @@
 """What the serving examples share: the digits MLP (trained here or loaded from a
 checkpoint) as a served model, and a KServe v2 client check of it with tritonclient."""
 import concurrent.futures
-import sys
 import threading
 import time
 
 import numpy as np
 
-from _common import check_args, digits
+from _common import bar, check_args, digits, require
+
+require("starlette", "uvicorn", "tritonclient.http")     # the serve extra, before any work
 
 
 def add_serving_flags(p, name):
@@ -51,7 +52,6 @@ def check_through_server(url, model, args, limit=None):
     """Classify the test digits with one request per image from ``--concurrency``
     tritonclient threads; returns accuracy, seconds and per-request latencies."""
     import tritonclient.http as th
-    from tqdm import tqdm
     images, labels = digits(False)
     n = len(images) if limit is None else min(limit, len(images))
     host = url.split("://", 1)[-1]
@@ -69,9 +69,8 @@ def check_through_server(url, model, args, limit=None):
 
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(args.concurrency) as pool:
-        results = list(tqdm(pool.map(classify, range(n)), total=n, unit="req",
-                            desc=f"requests to {model}", file=sys.stderr,
-                            disable=args.smoke, dynamic_ncols=True))
+        results = list(bar(pool.map(classify, range(n)), total=n, unit="req",
+                           desc=f"requests to {model}"))
     seconds = time.perf_counter() - start
     predicted = np.array([p for p, _ in results])
     return float((predicted == labels[:n]).mean()), seconds, np.array([s for _, s in results])

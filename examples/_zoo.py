@@ -1,7 +1,6 @@
 """Helpers shared by the detection, segmentation, speech, diffusion, graph, RL and
 contrastive examples (on top of ``_common``): a progress bar, a one-cycle schedule and
 weight averaging."""
-import sys
 import time
 
 import numpy as np
@@ -12,10 +11,8 @@ import _common
 
 
 def progress(iterable=None, total=None, desc=None):
-    """A tqdm bar on stderr (off in --smoke runs, whose output is read by tests)."""
-    from tqdm import tqdm
-    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, dynamic_ncols=True,
-                disable=_common._smoke, leave=False)
+    """A bar on stderr, on a terminal only and never under --smoke (``_common.bar``)."""
+    return _common.bar(iterable, total=total, desc=desc, leave=False)
 
 
 def one_cycle(opt, total_steps, warmup=0.05):

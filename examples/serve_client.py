@@ -9,7 +9,8 @@ reads the model's metadata, sends one request holding four images, then one requ
 per test image from ``--concurrency`` threads, and reports accuracy and latency.
 Without ``--url`` it starts a server of its own in this process, serving
 ``--weights`` (or, without one, an untrained MLP: about 10% accuracy).
-``--smoke`` uses its own server and a few requests.
+``--smoke`` uses its own server and a few requests.  Needs the serve extra
+(``pip install -e ".[serve]"``, or ``make install``).
 """
 import contextlib
 import os

@@ -1,7 +1,7 @@
 """Train an MLP on the handwritten digits (or load one) and serve it over KServe v2.
 
     python examples/serve_mlp.py                    # train (seconds), serve on :8000 until Ctrl-C
-    python examples/serve_mlp.py --weights runs/mlp/model.npz   # weights of train_mlp.py
+    python examples/train_mlp.py && python examples/serve_mlp.py --weights runs/mlp/model.npz
     python examples/serve_mlp.py --serve-seconds 60
     python examples/serve_client.py --url http://127.0.0.1:8000    # from another shell
 
@@ -9,7 +9,10 @@ The weights are served the way ``python -m lezero.serving`` serves a checkpoint 
 script prints that command), with dynamic batching.  Before it settles down to serve,
 the script classifies the test digits through its own server, one request per image
 from many client threads (tritonclient, the KServe v2 client), and reports the accuracy
-and latency.  ``--smoke`` trains 3 batches, answers a few requests and stops.
+and latency.  What it trains goes to ``runs/serve_mlp`` (``--out``), never over
+``train_mlp.py``'s ``runs/mlp``; ``--smoke`` trains 3 batches into
+``runs/serve_mlp-smoke``, answers a few requests and stops.  Needs the serve extra
+(``pip install -e ".[serve]"``, or ``make install``).
 """
 import os
 import time
@@ -23,8 +26,8 @@ from lezero.nn.models import MLP
 
 
 def main():
-    p = classifier_parser("mlp", __doc__, epochs=10, batch_size=64, lr=0.05, image_size=8,
-                          channels=1)
+    p = classifier_parser("serve_mlp", __doc__, epochs=10, batch_size=64, lr=0.05,
+                          image_size=8, channels=1)
     add_serving_flags(p, "serve_mlp")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--serve-seconds", type=float, default=0,

@@ -13,13 +13,13 @@ import time
 
 import numpy as np
 
-from _common import digits, mean, smoke_limit      # first: it puts this checkout on the path
+from _common import bar, digits, mean, smoke_limit   # first: it puts this checkout on the path
 from _ddp import ddp_parser, finish, run_epochs, say, setup
 
 import lezero as lz  # noqa: E402
 import lezero.functions as F  # noqa: E402
 from lezero import nn, optim, parallel  # noqa: E402
-from lezero.data import DataLoader, DistributedSampler, TensorDataset, progress  # noqa: E402
+from lezero.data import DataLoader, DistributedSampler, TensorDataset  # noqa: E402
 
 
 def build_cnn(channels=16):
@@ -68,9 +68,9 @@ def main():
     def train_epoch(epoch):
         sampler.set_epoch(epoch)          # a new order each epoch, the same on every rank
         losses = []
-        bar = progress(smoke_limit(loader), total=len(loader), desc=f"epoch {epoch + 1}",
-                       disable=world.rank != 0 or args.smoke, leave=False)
-        for xb, tb in bar:
+        batches = bar(smoke_limit(loader), total=len(loader), desc=f"epoch {epoch + 1}",
+                      disable=world.rank != 0, leave=False)
+        for xb, tb in batches:
             loss = F.cross_entropy(dp(xb), tb)
             opt.zero_grad()
             loss.backward()               # returns with gradients averaged over the ranks

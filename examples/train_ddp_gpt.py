@@ -13,13 +13,12 @@ import time
 
 import numpy as np
 
-from _common import char_corpus, mean, smoke_limit   # first: it puts this checkout on the path
+from _common import bar, char_corpus, mean, smoke_limit   # first: puts this checkout on the path
 from _ddp import ddp_parser, finish, run_epochs, say, setup
 from train_gpt import windows
 
 import lezero as lz  # noqa: E402
 from lezero import optim, parallel  # noqa: E402
-from lezero.data import progress  # noqa: E402
 from lezero.nn.models import GPT  # noqa: E402
 
 
@@ -54,9 +53,8 @@ def main():
 
     def train_epoch(epoch):
         losses = []
-        steps = progress(smoke_limit(range(args.steps)), total=args.steps,
-                         desc=f"epoch {epoch + 1}", disable=world.rank != 0 or args.smoke,
-                         leave=False)
+        steps = bar(smoke_limit(range(args.steps)), total=args.steps,
+                    desc=f"epoch {epoch + 1}", disable=world.rank != 0, leave=False)
         for step in steps:
             rng = np.random.default_rng([args.seed, epoch, step, world.rank])
             x, y = windows(train_ids, args.block_size, local_batch, rng)

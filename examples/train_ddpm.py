@@ -71,6 +71,9 @@ def main():
     x, t = digits(True)
     x_test, t_test = digits(False)
     x, x_test = x * 2 - 1, x_test * 2 - 1                      # pixels in [-1, 1]
+    if args.smoke:                  # a quick check: small batches, a few held-out digits
+        args.batch_size = min(args.batch_size, 32)
+        x_test, t_test = x_test[:64], t_test[:64]
     timesteps = 20 if args.smoke else args.timesteps
     diffusion = GaussianDiffusion(timesteps)
     model = DDPMUNet(1, args.base_channels, (1, 2, 2))

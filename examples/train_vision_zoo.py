@@ -125,6 +125,7 @@ def run(name, argv, out=None):
     name = args.model = name if name in MODELS else args.model
     if out is not None:
         args.out = out
+        _common.remove_if_left_empty(out)
     if args.smoke:                       # every model in one short process: tiny batches
         args.batch_size = min(args.batch_size, 16)
     lz.manual_seed(args.seed)
@@ -150,6 +151,8 @@ def main(argv=None):
         raise SystemExit("--resume needs one --model (a checkpoint belongs to one run)")
     if known.smoke:
         _common.SMOKE_BATCHES = 1        # one batch per model keeps the smoke run short
+        if known.out == pre.get_default("out"):
+            known.out += "-smoke"        # as check_args does: never over a real run
     for name in MODELS:
         run(name, argv, out=os.path.join(known.out, name))
 

@@ -5,13 +5,20 @@ writes each node with the ONNX rule of its Function class; the file passes the O
 checker and runs in onnxruntime, whose outputs are compared with LeZero's.  A dynamic
 batch axis lets the file take any batch size.  ``onnx.load`` goes the other way: the
 ONNX graph becomes a LeZero Module whose initializers are Parameters, so it can be
-fine-tuned.  (Needs ``pip install lezero[onnx]``.)
+fine-tuned.  (Needs the onnx extra: ``pip install -e ".[onnx]"`` or ``make install``.)
 Run: python steps/step53.py
 """
 import os
 import tempfile
 
 import numpy as np
+
+try:                                     # the onnx extra, checked before any work
+    import onnx as _onnx_package  # noqa: F401
+    import onnxruntime  # noqa: F401
+except ImportError as e:
+    raise SystemExit(f"step53.py needs {e.name}: pip install -e \".[onnx]\" in the "
+                     "checkout (or make install)") from None
 
 import lezero as lz
 import lezero.functions as F

@@ -16,6 +16,13 @@ import urllib.request
 
 import numpy as np
 
+try:                                     # the serve extra, checked before any work
+    import starlette  # noqa: F401
+    import uvicorn  # noqa: F401
+except ImportError as e:
+    raise SystemExit(f"step60.py needs {e.name}: pip install -e \".[serve]\" in the "
+                     "checkout (or make install)") from None
+
 import lezero as lz
 from lezero import nn, serving
 

@@ -4,7 +4,9 @@
 restricted unpickler), a safetensors file, or a Hugging Face model folder (its
 ``model.safetensors``, sharded ``*.safetensors`` with their index, or
 ``pytorch_model.bin``).  ``NAME`` is a model of ``lezero.nn.models.list_models()``, built
-with ``--arg KEY=VALUE`` constructor arguments.  The checkpoint's keys are matched to the
+with ``--arg KEY=VALUE`` constructor arguments; for the Hugging Face ports (gpt2, bert,
+llama) a folder's ``config.json`` gives them first (``lezero.convert.hf_config``: a
+field that cannot be mapped is refused by name).  The checkpoint's keys are matched to the
 model's (``lezero.convert.mapping``), the report says what mapped, what is missing or
 unexpected and which shapes disagree, and ``OUT`` -- written atomically by ``lz.save`` --
 holds the model's complete ``state_dict``: ``lz.load(OUT)`` loads into the model with
@@ -25,8 +27,8 @@ import numpy as np
 from lezero.convert.mapping import Report, match_keys
 from lezero.utils.checks import check_bool, check_type
 
-__all__ = ["ConversionError", "read_state_dict", "convert", "convert_state_dict",
-           "Report", "match_keys"]
+__all__ = ["ConversionError", "read_state_dict", "constructor_kwargs", "convert",
+           "convert_state_dict", "Report", "match_keys"]
 
 # Where training scripts nest the weights inside a checkpoint dict, in order of preference.
 _NESTED = ("state_dict", "model_state_dict", "model", "module", "net", "ema", "params")
@@ -115,9 +117,12 @@ def convert_state_dict(state, model, strict=True, allow_mismatch=False):
     params, shapes = _model_arrays(model)
     report = match_keys({k: np.shape(v) for k, v in state.items()}, shapes, params)
     if report.mismatched and not allow_mismatch:
+        hint = ("most tensors differ: the checkpoint is another size of this model; give "
+                "its configuration with --arg KEY=VALUE" if 2 * len(report.mismatched) >
+                len(report.mapped) else "pass --allow-mismatch to keep those tensors as "
+                "initialised")
         raise ConversionError(f"{len(report.mismatched)} shape mismatch(es), e.g. "
-                              f"{_first_mismatch(report)}; pass --allow-mismatch to keep "
-                              "those tensors as initialised", report)
+                              f"{_first_mismatch(report)}; {hint}", report)
     if strict and (report.missing or report.unexpected):
         raise ConversionError(f"{len(report.missing)} missing and {len(report.unexpected)} "
                               "unexpected key(s); pass --non-strict to convert anyway",
@@ -133,10 +138,21 @@ def _first_mismatch(report):
     return f"{key}: checkpoint {a} vs model {b}"
 
 
+def constructor_kwargs(src, model, kwargs=None):
+    """The constructor arguments of ``model`` for ``src``: the fields of a Hugging Face
+    folder's ``config.json`` (for the ports gpt2, bert, llama), overridden by
+    ``kwargs``.  Raises ``ConversionError`` naming a config field that cannot be mapped."""
+    from lezero.convert.hf_config import config_path, read_config
+    path = config_path(src, model)
+    config = read_config(path, model) if path else {}
+    return {**config, **(kwargs or {})}
+
+
 def convert(src, model, out, model_kwargs=None, strict=True, allow_mismatch=False, key=None):
-    """Convert the checkpoint ``src`` for the zoo model named ``model`` (built with
-    ``model_kwargs``) and save the model's full state_dict to ``out`` (atomically; the
-    extension picks the format: .npz, .safetensors, .h5).  Returns the ``Report``."""
+    """Convert the checkpoint ``src`` for the zoo model named ``model`` (built with a
+    Hugging Face folder's ``config.json`` fields, then ``model_kwargs``) and save the
+    model's full state_dict to ``out`` (atomically; the extension picks the format: .npz,
+    .safetensors, .h5).  Returns the ``Report``."""
     from lezero.nn.models import get_model
     from lezero.utils.serialization import SAVE_EXTENSIONS, save
     check_type("convert", "model", model, str, "a model name (str)")
@@ -145,7 +161,7 @@ def convert(src, model, out, model_kwargs=None, strict=True, allow_mismatch=Fals
         raise ValueError(f"convert: out {os.fspath(out)!r} must end in one of "
                          f"{', '.join(SAVE_EXTENSIONS)}")
     state = read_state_dict(src, key)       # a bad file fails before a big model is built
-    net = get_model(model, **(model_kwargs or {}))
+    net = get_model(model, **constructor_kwargs(src, model, model_kwargs))
     report = convert_state_dict(state, net, strict, allow_mismatch)
     save(net.state_dict(), out)
     return report

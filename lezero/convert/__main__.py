@@ -4,7 +4,11 @@ checkpoint (torchvision or Hugging Face layout) to a LeZero checkpoint.
     python -m lezero.convert resnet50-0676ba61.pth --model resnet50 -o resnet50.npz
     python -m lezero.convert resnet50.pth --model resnet50 --arg num_classes=10 \\
         --allow-mismatch -o resnet50_10.npz      # a fresh 10-class head
-    python -m lezero.convert gpt2/ --model gpt2 -o gpt2.safetensors
+    python -m lezero.convert gpt2/ --model gpt2 -o gpt2.safetensors   # sizes from gpt2/config.json
+
+For the Hugging Face ports (gpt2, bert, llama) a folder's ``config.json`` gives the
+constructor arguments (``--arg`` overrides a field); a config field that cannot be mapped
+is refused, by name, with status 2.
 
 Exit status (one line on stderr for each failure, never a traceback):
 
@@ -12,14 +16,17 @@ Exit status (one line on stderr for each failure, never a traceback):
     1  refused: shape mismatches, missing or unexpected keys (the report says which flag
        would accept it); nothing is written
     2  bad usage or bad input: a wrong flag, an unknown model or constructor argument, a
-       SRC that is missing, unreadable, malformed or unsafe, or holds no state_dict
+       SRC that is missing, unreadable, malformed or unsafe, or holds no state_dict, a
+       config.json that cannot be mapped
     3  OUT (or the --report file) could not be written
 """
 import argparse
 import ast
 import sys
 
-from lezero.convert import ConversionError, convert_state_dict, read_state_dict, write_report
+from lezero.convert import (ConversionError, constructor_kwargs, convert_state_dict,
+                            read_state_dict, write_report)
+from lezero.convert.hf_config import config_path
 
 OK, REFUSED, BAD_INPUT, WRITE_FAILED = 0, 1, 2, 3
 
@@ -73,10 +80,18 @@ def main(argv=None):
         state = read_state_dict(args.src, args.key)
     except Exception as e:
         return _fail(BAD_INPUT, _one_line(e, args.src))
+    config = config_path(args.src, args.model)
     try:
-        net = get_model(args.model, **dict(args.kwargs))
+        kwargs = constructor_kwargs(args.src, args.model, dict(args.kwargs))
     except Exception as e:
-        return _fail(BAD_INPUT, _one_line(e, f"--model {args.model}"))
+        return _fail(BAD_INPUT, _one_line(e, config))
+    if config:
+        print(f"{args.model} configured by {config}" + (" and --arg" if args.kwargs else ""))
+    try:
+        net = get_model(args.model, **kwargs)
+    except Exception as e:
+        return _fail(BAD_INPUT, _one_line(e, f"--model {args.model}" +
+                                          (f" with {config}" if config else "")))
     try:
         report = convert_state_dict(state, net, strict=not args.non_strict,
                                     allow_mismatch=args.allow_mismatch)

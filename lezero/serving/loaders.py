@@ -6,14 +6,20 @@
                                        ``examples/`` ``checkpoint.npz`` works too
 ``.onnx``                              run by onnxruntime directly (names, types and
                                        shapes from the graph)
-``.lzg``                               a ``lezero.jit`` StaticGraph (``jit.load``)
+``.lzg``                               a ``lezero.jit`` StaticGraph (``jit.load``),
+                                       checked at load for serving (below)
 =====================================  ====================================================
 
 The table is open: ``register_loader(".ext", fn)`` adds a format, where ``fn(path,
 **options)`` returns a ``ServedModel``, an ``nn.Module`` or any callable on batches.
-``.lzg`` is such an entry: it calls ``lezero.jit.load`` and fails with a clear message
-in a build without ``lezero.jit``; if the jit package registers its own loader it
-replaces this one.
+
+A static graph runs only the input shapes and the mode it was traced with, so a ``.lzg``
+is refused at load, with the reason, unless it can serve: traced in eval mode (the
+module's ``eval()`` and ``Config.train`` off, ``lz.test_mode()``), every argument an
+array and every input and output with one batch axis of the same size B.  Its inputs
+are then advertised with their traced per-sample shapes, and batches of any size run as
+chunks of B rows, the last chunk padded by repeating its last row (eval-mode rows do not
+mix) and the padding cut from the outputs.
 
 On the command line a model is ``NAME=PATH[:key=value]...``::
 
@@ -30,8 +36,12 @@ import ast
 import os
 import re
 
+import numpy as np
+
+from lezero import cuda
 from lezero.serving.model import ServedModel, TensorSpec
 from lezero.serving.padding import Padding
+from lezero.serving.protocol import datatype_of
 from lezero.utils.checks import check_callable, check_type
 
 __all__ = ["register_loader", "load_model", "parse_model_arg", "SERVING_KEYS", "loaders"]
@@ -159,14 +169,75 @@ def load_checkpoint(path, model=None, module=None, **kwargs):
 
 
 def load_static_graph(path, **options):
-    """A ``lezero.jit`` StaticGraph file (the jit package's ``load``)."""
+    """A ``lezero.jit`` StaticGraph file, checked for serving (see the module docstring)."""
     try:
         from lezero import jit
         load = jit.load
     except (ImportError, AttributeError):
         raise ImportError(f"load_model: {path!r} is a StaticGraph file, which needs "
                           "lezero.jit (not in this build of LeZero)") from None
-    return load(path, **options)
+    if options:
+        raise ValueError(f"load_model: {path!r} is a StaticGraph file, which takes no "
+                         f"loader options; got {sorted(options)}")
+    graph = load(path)
+    if not isinstance(graph, getattr(jit, "StaticGraph", ())):
+        return graph                      # a jit build that loads plain callables
+    batch, inputs = _servable(path, graph)
+    return ServedModel(_FixedBatch(graph, batch), inputs, platform="lezero_static_graph")
+
+
+def _servable(path, graph):
+    """``(B, input specs)`` of a graph that can serve; a ValueError saying why not."""
+    train, module_training = graph.mode
+    if train or module_training:
+        raise ValueError(f"{path!r} was traced in training mode (Config.train={train}, "
+                         f"module.training={module_training}); a graph for serving is "
+                         "traced in eval mode: model.eval(), then jit.trace inside "
+                         "lz.test_mode()")
+    if any(kind != "array" for kind, *_ in graph.signature):
+        raise ValueError(f"{path!r} takes non-array arguments (constants of the graph); "
+                         "a served graph takes arrays only")
+    shapes = [tuple(shape) for _, shape, *_ in graph.signature]
+    outputs = [tuple(graph.graph.values[name].shape) for name in graph.graph.outputs]
+    batch = shapes[0][0] if shapes and shapes[0] else None
+    for what, shape in [("input", s) for s in shapes] + [("output", s) for s in outputs]:
+        if not shape or shape[0] != batch:
+            raise ValueError(f"{path!r} has {what} shape {shape} and input shapes {shapes}: "
+                             "without one batch axis of the same size on every input and "
+                             "output the graph cannot serve batches")
+    inputs = [TensorSpec(f"input__{i}", datatype_of(dtype), shape[1:])
+              for i, (_, shape, dtype, *_) in enumerate(graph.signature)]
+    return batch, inputs
+
+
+def _map(fn, *trees):
+    """``fn`` applied leaf by leaf to results of the same structure (dict, tuple, list)."""
+    first = trees[0]
+    if isinstance(first, dict):
+        return {k: fn(*(t[k] for t in trees)) for k in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(fn(*leaves) for leaves in zip(*trees))
+    return fn(*trees)
+
+
+class _FixedBatch:
+    """A graph traced at batch ``batch`` run on batches of any size: chunks of ``batch``
+    rows, the last padded by repeating its last row, the padding cut from the outputs."""
+
+    def __init__(self, graph, batch):
+        self.graph, self.batch = graph, batch
+
+    def __call__(self, *arrays):
+        b, results = self.batch, []
+        for start in range(0, len(arrays[0]), b):
+            chunk = [a[start:start + b] for a in arrays]
+            rows = len(chunk[0])
+            if rows < b:
+                chunk = [np.concatenate([c, np.repeat(c[-1:], b - rows, axis=0)])
+                         for c in chunk]
+            out = self.graph(*chunk)
+            results.append(_map(lambda v: cuda.as_numpy(getattr(v, "data", v))[:rows], out))
+        return _map(lambda *parts: np.concatenate(parts), *results)
 
 
 for _ext in (".npz", ".safetensors", ".h5", ".hdf5", ".pt", ".pth"):

@@ -144,7 +144,7 @@ def test_padded_lstm_batches_match_each_sequence_run_alone():
     model = Tagger().eval()
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal((n, 2)).astype(np.float32) for n in (3, 9, 1, 6, 9, 4)]
-    with DynamicBatcher(model, max_batch_size=6, max_delay_ms=50,
+    with DynamicBatcher(model, max_batch_size=6, max_delay_ms=500,
                         padding=Padding(axis=0, buckets=[4, 16])) as b:
         out = [f.result(10) for f in [b.submit(x) for x in xs]]
     with lz.no_grad():
