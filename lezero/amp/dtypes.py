@@ -4,7 +4,7 @@ the optional ``ml_dtypes`` package).
 ``resolve(where, name, dtype)`` turns what a user wrote ("float16", "fp16", "half",
 ``np.float16``, "bfloat16", "bf16", ``ml_dtypes.bfloat16``) into a NumPy dtype, or raises
 a clear error: TypeError for something that is not a dtype at all, ValueError for a dtype
-autocast cannot lower to (with the choices), ImportError naming ``pip install lezero[amp]``
+autocast cannot lower to (with the choices), ImportError naming ``pip install -e ".[amp]"``
 when bfloat16 is asked for without ``ml_dtypes``.
 """
 import numpy as np
@@ -24,7 +24,7 @@ def bfloat16(where="autocast"):
         import ml_dtypes
     except ImportError:
         raise ImportError(f"{where}: dtype 'bfloat16' needs the ml_dtypes package (NumPy has "
-                          "no bfloat16): pip install lezero[amp]  (or: pip install ml_dtypes);"
+                          "no bfloat16): pip install -e '.[amp]'  (or: pip install ml_dtypes);"
                           " or use dtype='float16'") from None
     return np.dtype(ml_dtypes.bfloat16)
 

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-_GPU_HINT = "CuPy is required for GPU arrays: pip install lezero[gpu]"
+_GPU_HINT = "CuPy is required for GPU arrays: pip install -e '.[gpu]'"
 
 
 def _cupy():

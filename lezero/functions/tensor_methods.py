@@ -123,7 +123,7 @@ def cpu(self):
 
 
 def cuda_(self, device=None):
-    """This Variable on a CUDA device (default 0; needs CuPy: ``pip install lezero[gpu]``)."""
+    """This Variable on a CUDA device (default 0; needs CuPy: ``pip install -e ".[gpu]"``)."""
     return to(self, 0 if device is None else device)
 
 

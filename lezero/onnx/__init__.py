@@ -4,7 +4,7 @@
     report = onnx.export(model, x, "model.onnx", dynamic_axes={"input_0": {0: "batch"}})
     net = onnx.load("model.onnx")        # an nn.Module: runs and fine-tunes
 
-The ``onnx`` and ``onnxruntime`` packages (``pip install lezero[onnx]``) are imported only
+The ``onnx`` and ``onnxruntime`` packages (``pip install -e ".[onnx]"``) are imported only
 inside these functions.  See ``docs/onnx.md``.
 """
 from lezero.onnx.context import ExportError

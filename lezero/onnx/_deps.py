@@ -2,7 +2,7 @@
 
 __all__ = ["onnx", "onnxruntime", "INSTALL_HINT"]
 
-INSTALL_HINT = "install the ONNX extra: pip install lezero[onnx]"
+INSTALL_HINT = "install the ONNX extra: pip install -e '.[onnx]'"
 
 
 def onnx():

@@ -7,7 +7,7 @@ install -- unless the process runs alone, where the one-process world needs no M
 import ctypes
 import os
 
-_HINT = "pip install lezero[mpi]"
+_HINT = "pip install -e '.[mpi]'"
 
 # Variables that MPI launchers (MPICH's hydra, Open MPI, Slurm, PMIx) set for each rank.
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS",

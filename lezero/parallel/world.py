@@ -6,7 +6,7 @@
 The backend: MPI through mpi4py when it is installed (also for a single process started
 without mpiexec: MPI's singleton mode), else the one-process world (``local.py``).  A job
 launched with several ranks but without mpi4py is an ImportError naming the extra
-(``pip install lezero[mpi]``).  ``LEZERO_PARALLEL_BACKEND=local|mpi`` forces a backend,
+(``pip install -e ".[mpi]"``).  ``LEZERO_PARALLEL_BACKEND=local|mpi`` forces a backend,
 ``LEZERO_COLLECTIVE_TIMEOUT`` sets the default timeout (seconds, default 600),
 ``LEZERO_INIT_TIMEOUT`` how long MPI initialisation may wait for the other ranks (default
 600), ``LEZERO_CHECK_COLLECTIVES=0`` turns the agreement checks off (``agree.py``).

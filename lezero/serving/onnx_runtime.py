@@ -46,7 +46,7 @@ def load_onnx(path, providers=None, threads=None):
     try:
         import onnxruntime as ort
     except ImportError:
-        raise ImportError("serving ONNX files needs onnxruntime: pip install lezero[onnx]"
+        raise ImportError("serving ONNX files needs onnxruntime: pip install -e '.[onnx]'"
                           ) from None
     from lezero.onnx.validate import session_options
     options = session_options()          # exact int8 arithmetic on AVX2 CPUs too

@@ -66,7 +66,7 @@ def numpy_dtype(datatype):
             import ml_dtypes
         except ImportError:
             raise ProtocolError("BF16 tensors need ml_dtypes on the server "
-                                "(pip install lezero[amp])") from None
+                                "(pip install -e '.[amp]')") from None
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(DATATYPES[datatype])
 

@@ -37,7 +37,7 @@ def _import_stack():
         import uvicorn
     except ImportError:
         raise ImportError("serving.Server needs Starlette and uvicorn: "
-                          "pip install lezero[serve]") from None
+                          "pip install -e '.[serve]'") from None
     return uvicorn
 
 

@@ -151,7 +151,7 @@ def test_convolutional_net_with_batch_norm_trains_under_autocast():
 def test_bfloat16_needs_ml_dtypes(ml_dtypes_state):
     x, w = var(2, 3), var(4, 3, seed=1)
     if ml_dtypes_state("bfloat16") == np.float32:          # ml_dtypes missing
-        with pytest.raises(ImportError, match=r"pip install lezero\[amp\].*ml_dtypes"):
+        with pytest.raises(ImportError, match=r"pip install -e .\.\[amp\]..*ml_dtypes"):
             amp.autocast("bfloat16")
         return
     with amp.autocast("bf16"):

@@ -61,7 +61,7 @@ def test_without_cupy_everything_is_numpy(monkeypatch):
 
 def test_as_cupy_without_cupy_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)      # `import cupy` raises ImportError
-    with pytest.raises(ImportError, match=r"pip install lezero\[gpu\]"):
+    with pytest.raises(ImportError, match=r"pip install -e .\.\[gpu\]."):
         cuda.as_cupy(np.ones(2))
     assert cuda.is_available() is False
 

@@ -14,7 +14,7 @@ def test_a_missing_package_names_the_extra(monkeypatch, name, getter, words):
     monkeypatch.setitem(sys.modules, name, None)      # what an absent package looks like
     with pytest.raises(ImportError, match=words) as info:
         getter()
-    assert "pip install lezero[onnx]" in str(info.value)
+    assert "pip install -e '.[onnx]'" in str(info.value)
 
 
 def test_present_packages_are_returned():

@@ -49,7 +49,7 @@ def test_one_process_world_needs_no_mpi4py(fresh, monkeypatch):
 def test_several_ranks_without_mpi4py_name_the_extra(fresh, monkeypatch):
     monkeypatch.setitem(sys.modules, "mpi4py", None)
     monkeypatch.setenv("PMI_SIZE", "2")
-    with pytest.raises(ImportError, match=r"pip install lezero\[mpi\]"):
+    with pytest.raises(ImportError, match=r"pip install -e .\.\[mpi\]."):
         parallel.init()
     with pytest.raises(RuntimeError, match="launched as one of 2 ranks"):
         parallel.init(backend="local")
