@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test mutate install install-test bench clean ops-count docs budgets zoo-table notebooks jupyter
+.PHONY: demo test test-serial mutate install install-test bench figures figures-check clean ops-count docs budgets zoo-table notebooks jupyter
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +55,17 @@ test: install-test
 		--cov-report=json:$(COV_DIR)/coverage.json tests
 	$(PY) tools/coverage_floors.py $(COV_DIR)/coverage.json --package 90 --module 75
 	$(PY) -m lezero.functions --coverage --from $(CHECK_LOG) --strict > $(CHECK_LOG)/table.md
+	$(MAKE) test-serial
 	$(MAKE) test-mpi
+
+# The serial profile (lezero.runtime.use_profile("serial"): no thread anywhere, BLAS and
+# Numba on one) over a representative part of the suite: the runtime, the kernels, the
+# operator families that split their work and the layers built on them.
+SERIAL_TESTS := tests/runtime tests/kernels tests/functions/conv tests/functions/pooling \
+	tests/functions/attention tests/functions/rnn tests/functions/linalg \
+	tests/functions/activation tests/nn/layers
+test-serial: install-test
+	LEZERO_PROFILE=serial $(PY) -m pytest -q -n 2 $(SERIAL_TESTS)
 
 # Mutation testing (slow, not part of `make test`): mutmut per area, `make mutate
 # AREAS="core optim"`; see tools/mutate.py and docs/testing.md.
@@ -94,6 +104,19 @@ jupyter: $(VENV)/.installed-notebooks
 
 bench: install-test
 	$(PY) benchmarks/run_all.py
+
+# Figures in docs/ are written by the scripts that measure them: every command listed in
+# tools/figures_scripts.txt records its blocks (tools/doc_figures.record), then every page
+# is synced.  figures-check lists the blocks that differ from their script's last output.
+FIGURES_SCRIPTS := tools/figures_scripts.txt
+figures: install-test
+	@grep -v -e '^#' -e '^$$' $(FIGURES_SCRIPTS) | while read -r cmd; do \
+		echo "== $$cmd"; PATH="$(CURDIR)/$(VENV)/bin:$$PATH" sh -c "$$cmd" < /dev/null || exit 1; \
+	done
+	$(PY) tools/doc_figures.py
+
+figures-check:
+	$(PY) tools/doc_figures.py --check
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

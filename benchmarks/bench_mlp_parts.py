@@ -10,10 +10,10 @@ needs no gradient): the floor of that phase.  Each run prints median millisecond
 phases add up within a run; the machine's speed moves them between runs.
 
 Then the SGD update alone (1.8M float32 parameters, gradients in place): LeZero's kernel
-in one call per parameter, the same cut in two (``threads.run_split``), the optimizer as
-it runs (``threads.SplitWhenFaster`` picks one of the two), and PyTorch's ``SGD.step``.
-Which of the first two is faster depends on the state of the VM's memory (see
-``lezero/kernels/threads.py``), so this table is printed per run.
+in one call per parameter, the same cut in two (``lezero.runtime.run_split``), the
+optimizer as it runs (``lezero.runtime.run_update`` picks one of the two), and PyTorch's
+``SGD.step``.  Which of the first two is faster depends on the state of the VM's memory
+(``lezero/runtime/adaptive.py``), so this table is printed per run.
 """
 import os
 import sys
@@ -21,7 +21,6 @@ import sys
 THREADS = int(os.environ.get("BENCH_THREADS", 2))
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ[var] = str(THREADS)
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")      # see bench_workloads.py
 
 import numpy as np  # noqa: E402
 
@@ -84,7 +83,8 @@ def update_fns(weights):
     import torch
     import lezero as lz
     from lezero import optim
-    from lezero.kernels import axpy, threads
+    from lezero import runtime
+    from lezero.kernels import axpy
     rng = np.random.default_rng(1)
     grads = [rng.standard_normal(w.shape).astype(np.float32) for w in weights]
     flat = [(w.copy().reshape(-1), g.reshape(-1)) for w, g in zip(weights, grads)]
@@ -96,8 +96,8 @@ def update_fns(weights):
 
     def split():
         for y, x in flat:
-            parts = 2 if y.size >= 2 * axpy.MIN_PART_ITEMS else 1
-            threads.run_split(lambda lo, hi: axpy._axpby(y[lo:hi], b, x[lo:hi], a), y.size,
+            parts = 2 if y.size >= 2 * runtime.policy.update_min_part_items else 1
+            runtime.run_split(lambda lo, hi: axpy._axpby(y[lo:hi], b, x[lo:hi], a), y.size,
                               parts)
     params = [lz.Parameter(w.copy()) for w in weights]
     for p, g in zip(params, grads):

@@ -9,7 +9,7 @@ Rows, each timed in alternating rounds (``_common.round_ratios``, median seconds
   ``torch.relu`` on the MLP's (100, 1000) and LeNet's (64, 6, 28, 28) activations;
 * layer norm forward and backward kernels on GPT-mini's (1024, 128) rows, against
   ``torch.nn.functional.layer_norm`` (forward without autograd) and its backward;
-* an empty two-part ``threads.run_parts`` (the fixed cost of splitting a kernel over
+* an empty two-part ``lezero.runtime.run_parts`` (the fixed cost of splitting a kernel over
   threads) against a plain call, and two 500k-element halves of an update against one
   1M-element call.
 """
@@ -19,7 +19,6 @@ import sys
 THREADS = int(os.environ.get("BENCH_THREADS", 2))
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(var, str(THREADS))
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 import numpy as np  # noqa: E402
 
@@ -69,7 +68,8 @@ def layer_norm_rows(rng):
 
 
 def split_rows(rng):
-    from lezero.kernels import axpy, threads
+    from lezero import runtime
+    from lezero.kernels import axpy
     y = rng.standard_normal(1_000_000).astype(np.float32)
     x = rng.standard_normal(y.size).astype(np.float32)
     half = y.size // 2
@@ -78,10 +78,10 @@ def split_rows(rng):
     def halves(i):
         lo, hi = (0, half) if i == 0 else (half, y.size)
         axpy._axpby(y[lo:hi], one, x[lo:hi], a)
-    _row("empty call, 2 parts", [lambda: None, lambda: threads.run_parts(lambda i: None, 2)],
+    _row("empty call, 2 parts", [lambda: None, lambda: runtime.run_parts(lambda i: None, 2)],
          ["plain", "run_parts"])
     _row("1M update, 2 parts", [lambda: axpy._axpby(y, one, x, a),
-                                lambda: threads.run_parts(halves, 2)],
+                                lambda: runtime.run_parts(halves, 2)],
          ["one call", "run_parts"])
 
 

@@ -4,30 +4,35 @@ range of each ratio over its repeats.
 
     python benchmarks/bench_workloads.py               # 3 runs, all workloads
     python benchmarks/bench_workloads.py lenet lstm    # only workloads whose name has a word
+    python benchmarks/bench_workloads.py --busy        # the same with one core kept busy
+    python benchmarks/bench_workloads.py --record      # also write docs/performance.md's table
     BENCH_RUNS=5 BENCH_THREADS=2 python benchmarks/bench_workloads.py
+
+``--busy`` runs the table while another process spins on one core (``busy.py``), as a
+user's machine always has something else running: both frameworks meet the same load.
+``--record`` saves the whole table, all workloads, as the figures block
+``workloads_quiet`` (``workloads_busy`` with ``--busy``) of docs/performance.md
+(``tools/doc_figures.py``).
 
 A round times a short block of warm steps of each side (its fastest step counts), the
 order alternating from round to round; a run's ratio is the median of its per-round
 ratios.  The NumPy floor is the step's GEMMs alone on the same shapes, timed in the same
 rounds (what no framework written on NumPy can beat).
 
-NumPy's OpenBLAS keeps its worker threads spinning for about 0.1 s after each threaded
-GEMM (0.1 s of CPU time during a 0.2 s sleep, measured here), so whatever runs next --
-the other framework's block of steps -- finds one of the two cores taken.  That flattered
-LeZero (the MLP measured 0.57-0.73 with the spin, 1.03-1.05 without, 2026-12-05), so this
-benchmark sets ``OPENBLAS_THREAD_TIMEOUT=4`` (spin 2^4 cycles, then sleep) before NumPy
-loads, unless it is set already.  PyTorch's OpenMP threads spin about 10 ms, which the
-10 ms pause before each block covers.
+The environment is the user's: the benchmark sets no variable (the thread count goes
+through threadpoolctl, ``torch.set_num_threads`` and Numba, all cores by default;
+``BENCH_THREADS`` picks another).  NumPy's OpenBLAS threads would spin ~0.1 s after each
+threaded product and take a core from whatever runs next; ``import lezero`` makes them
+sleep soon (``lezero.runtime.openblas``).  PyTorch's OpenMP threads spin about 10 ms,
+which the 10 ms pause before each block covers.
 """
+import datetime
 import os
 import sys
 
-THREADS = int(os.environ.get("BENCH_THREADS", 2))
-for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ[var] = str(THREADS)
-os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")      # see the docstring
+import numpy as np
 
-import numpy as np  # noqa: E402
+THREADS = int(os.environ.get("BENCH_THREADS", os.cpu_count() or 1))
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import ratio_range, round_ratios, set_threads  # noqa: E402
@@ -136,19 +141,63 @@ def measure(builder, rounds, block):
 
 
 def main(words, runs):
+    """Print the table of the workloads whose name has one of ``words`` (all: none);
+    returns its lines."""
     set_threads(THREADS)
     chosen = [w for w in WORKLOADS if not words or any(s in w[0].lower() for s in words)]
-    print(f"LeZero time / PyTorch time, {THREADS} threads each, median of warm alternating "
-          f"rounds; range over {runs} runs")
-    print(f"{'workload':<34}{'runs':>20}{'range':>13}{'must':>7}{'aim':>6}  {'NumPy floor':>11}")
+    lines = [f"LeZero time / PyTorch time, {THREADS} threads each, median of warm alternating "
+             f"rounds; range over {runs} runs",
+             f"{'workload':<34}{'runs':>20}{'range':>13}{'must':>7}{'aim':>6}  "
+             f"{'NumPy floor':>11}"]
+    print(*lines, sep="\n")
     for name, builder, rounds, block, must, aim in chosen:
         (ours, floor), results = ratio_range(lambda: measure(builder, rounds, block), runs)
         each = " ".join(f"{r[0]:.2f}" for r in results)
         mark = "ok" if ours[1] <= must else "MISS"
         fl = "-" if np.isnan(floor[0]) else f"{floor[0]:.2f}-{floor[1]:.2f}"
-        print(f"{name:<34}{each:>20}{ours[0]:>7.2f}-{ours[1]:.2f}{must:>7g}{aim:>6g}  "
-              f"{fl:>11} {mark}", flush=True)
+        lines.append(f"{name:<34}{each:>20}{ours[0]:>7.2f}-{ours[1]:.2f}{must:>7g}{aim:>6g}  "
+                     f"{fl:>11} {mark}")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def record(name, command, lines):
+    """Save the table as docs/performance.md's figures block ``name``."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "tools"))
+    from doc_figures import record as save
+    head = (f"`{command}` ({datetime.date.today().isoformat()}, {os.cpu_count()} cores, "
+            f"no environment variable set)")
+    for problem in save(name, "\n".join([head, "", "```"] + lines + ["```"])):
+        print(problem)
+
+
+def run(args):
+    """The command line: words choose workloads; ``--busy``, ``--record [NAME]`` as
+    above."""
+    busy_run, name = "--busy" in args, None
+    if "--record" in args:
+        i = args.index("--record")
+        named = i + 1 < len(args) and not args[i + 1].startswith("-")
+        name = args[i + 1] if named else "workloads_busy" if busy_run else "workloads_quiet"
+        args = args[:i] + args[i + 1 + named:]
+    recording = name is not None
+    words = [w for w in args if w != "--busy"]
+    if recording and words:
+        raise SystemExit("bench_workloads: --record saves the whole table; drop the words "
+                         f"{words}")
+    runs = int(os.environ.get("BENCH_RUNS", 3))
+    if busy_run:
+        from busy import busy
+        with busy(1):
+            print("one core kept busy by another process (benchmarks/busy.py)")
+            lines = main(words, runs)
+    else:
+        lines = main(words, runs)
+    if recording:
+        command = "python benchmarks/bench_workloads.py" + (" --busy" if busy_run else "")
+        record(name, command, lines)
 
 
 if __name__ == "__main__":
-    main([w.lower() for w in sys.argv[1:]], int(os.environ.get("BENCH_RUNS", 3)))
+    run([w.lower() for w in sys.argv[1:]])

@@ -5,6 +5,7 @@
 
 Importing lezero loads no optional dependency (mpi4py, cupy, onnx, torch, matplotlib).
 """
+from lezero import runtime  # noqa: F401  first: settles BLAS's threads before NumPy loads
 from lezero.core import (Config, Function, FunctionHook, Parameter, Variable, as_array,
                          as_variable, enable_grad, grad, no_grad, test_mode, using_config)
 from lezero.random import get_rng, manual_seed
@@ -26,7 +27,7 @@ __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_gr
 
 # Subpackages and names that pull in more code load on first use, keeping import light.
 _LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "distributed",
-                 "jit", "onnx", "serving", "testing", "convert"}
+                 "jit", "onnx", "serving", "testing", "convert", "runtime"}
 _LAZY_NAMES = {
     "checkpoint": ("lezero.checkpoint", "checkpoint"),
     "checkpoint_sequential": ("lezero.checkpoint", "checkpoint_sequential"),

@@ -9,7 +9,7 @@
 * ``cProfile`` says which functions own the time; ``lz.TimerHook`` sums it per operator.
 * Two fast paths: a first-order backward records no graph for the gradients, and the
   optimizer's update runs on one thread or split over two, whichever its own recent
-  timings say is faster (``lezero.kernels.threads.SplitWhenFaster``).
+  timings say is faster (``lezero.runtime.SplitWhenFaster``).
 Run: python steps/step62.py
 """
 import cProfile
@@ -21,7 +21,7 @@ import numpy as np
 import lezero as lz
 import lezero.functions as F
 from lezero import optim
-from lezero.kernels.threads import SplitWhenFaster, threads
+from lezero.runtime import SplitWhenFaster, threads
 
 rng = np.random.default_rng(0)
 SIZES, BATCH = [784, 512, 512, 10], 64

@@ -18,6 +18,7 @@ FLOORS = [
     ("engine backend", ("lezero.cuda", "lezero.random")),
     ("engine", ("lezero.core",)),
     ("utils", ("lezero.utils",)),
+    ("runtime", ("lezero.runtime",)),
     ("kernels", ("lezero.kernels",)),
     ("functions", ("lezero.functions", "lezero.creation", "lezero.grad_mode")),
     ("nn", ("lezero.nn",)),
@@ -143,6 +144,70 @@ def test_every_module_lives_on_a_floor():
 def test_no_floor_imports_a_higher_one_or_another_family_s_private_module():
     problems = [p for path in _modules() for p in _problems(path)]
     assert not problems, "\n".join(problems)
+
+
+# Threads and BLAS belong to lezero.runtime: a kernel module imports none of these, and
+# reaches the runtime only through its public names (``from lezero.runtime import ...``)
+# or the Numba binding (``lezero.runtime.lazyjit``, through ``lezero.kernels``).
+RUNTIME_ONLY = ("threading", "threadpoolctl", "queue", "concurrent", "multiprocessing",
+                "ctypes", "_thread")
+RUNTIME_MODULES_ALLOWED = ("lezero.runtime", "lezero.runtime.lazyjit")
+RUNTIME_SUBMODULES = [os.path.splitext(n)[0] for n in os.listdir(
+    os.path.join(ROOT, "lezero", "runtime")) if n.endswith(".py")]
+RUNTIME_ONLY_NAMES = ("atomic_add", "atomic_load", "spin_until", "usleep",
+                      "held_to_one_thread", "one_blas_thread", "controller", "limit_all",
+                      "settle_threads", "Join", "submit", "queues")
+
+
+def _runtime_only_imports(tree):
+    """(line, names) of the imports in ``tree`` that only the runtime may make."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules, names = [a.name for a in node.names], []
+        elif isinstance(node, ast.ImportFrom):
+            modules, names = [node.module or ""], [a.name for a in node.names]
+        else:
+            continue
+        bad = [m for m in modules if m.split(".")[0] in RUNTIME_ONLY or (
+            m.startswith("lezero.runtime") and m not in RUNTIME_MODULES_ALLOWED)]
+        bad += [n for n in names if n in RUNTIME_ONLY_NAMES]
+        if modules == ["lezero"]:
+            bad += [n for n in names if n == "runtime"]     # the package as a module object
+        if modules == ["lezero.runtime"]:                   # a module of it, by name
+            bad += [n for n in names if n in RUNTIME_SUBMODULES and n != "lazyjit"]
+        if bad:
+            yield node.lineno, bad
+
+
+def test_kernels_start_no_thread_and_touch_no_blas_setting():
+    found = []
+    for path in _modules():
+        if _module_name(path).split(".")[:2] != ["lezero", "kernels"]:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        found += [f"{os.path.relpath(path, ROOT)}:{line} imports {bad}"
+                  for line, bad in _runtime_only_imports(tree)]
+    assert not found, "move this to lezero.runtime:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("line", [
+    "import threading", "from threading import Thread", "import ctypes",
+    "from threadpoolctl import threadpool_limits", "from concurrent.futures import wait",
+    "from lezero.runtime.waits import arrive_and_wait", "from lezero.runtime import workers",
+    "from lezero.runtime.openblas import sgemm", "from lezero.runtime.blas import is_small",
+    "from lezero.runtime import held_to_one_thread", "from lezero.runtime.waits import spin_until",
+])
+def test_the_kernel_check_finds_runtime_only_imports(line):
+    assert list(_runtime_only_imports(ast.parse(line)))
+
+
+@pytest.mark.parametrize("line", [
+    "from lezero.runtime import run_elementwise, policy, sgemm, arrive_and_wait",
+    "from lezero.runtime.lazyjit import jit, prange", "import numpy as np",
+])
+def test_the_kernel_check_lets_public_runtime_names_pass(line):
+    assert not list(_runtime_only_imports(ast.parse(line)))
 
 
 @pytest.mark.parametrize("src,line,expected", [

@@ -1,8 +1,10 @@
-"""Where LeZero's time goes in each of issue 22's workloads: writes the breakdown tables
-into docs/performance.md (between the ``breakdown`` markers) and prints them.
+"""Where LeZero's time goes in each of issue 22's workloads: prints the breakdown tables
+and, with ``--record``, records them as the figures block ``workloads_breakdown`` of
+docs/performance.md (``tools/doc_figures.py``).
 
-    PYTHONPATH=. python tools/profile_workloads.py            # all workloads, 2 threads
-    PYTHONPATH=. python tools/profile_workloads.py lenet      # only those whose name has a word
+    PYTHONPATH=. python tools/profile_workloads.py            # all workloads, all cores
+    PYTHONPATH=. python tools/profile_workloads.py lenet      # only those whose name has it
+    PYTHONPATH=. python tools/profile_workloads.py --record   # all, and save the block
 
 Per workload: the warm step (best of a block, unprofiled), the NumPy floor (the step's
 GEMMs alone on the same shapes), minor page faults per step (``resource.getrusage``: fresh
@@ -21,8 +23,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-import bench_workloads as bw  # noqa: E402  (sets the thread variables before NumPy loads)
+import bench_workloads as bw  # noqa: E402
 from _common import set_threads  # noqa: E402
+from doc_figures import record  # noqa: E402  (tools/, this script's folder)
 
 STEPS = 10
 COPY_NAMES = ("astype", "ascontiguousarray", "copy", "copyto", "pad", "concatenate")
@@ -105,8 +108,8 @@ def main(words):
         print(head, flush=True)
     today = datetime.date.today().isoformat()
     text = "\n".join([
-        "<!-- breakdown:start -->",
-        f"Measured {today} with `PYTHONPATH=. python tools/profile_workloads.py` ({threads} "
+        f"Measured {today} with `PYTHONPATH=. python tools/profile_workloads.py --record` "
+        f"({threads} "
         f"threads, load average {os.getloadavg()[0]:.1f} at the end; best of {STEPS} warm "
         "steps).",
         "",
@@ -120,23 +123,24 @@ def main(words):
         "| workload | busiest functions |",
         "|---|---|",
         *tops,
-        "<!-- breakdown:end -->",
     ])
-    write_section(os.path.join(ROOT, "docs", "performance.md"), text)
     print(text)
+    return text
 
 
-def write_section(path, text):
-    """Replace the marked breakdown section of ``path`` (or append it)."""
-    from lezero.utils.files import atomic_write
-    old = open(path).read() if os.path.exists(path) else "# Performance\n"
-    start, end = old.find("<!-- breakdown:start -->"), old.find("<!-- breakdown:end -->")
-    if start >= 0 and end > start:
-        new = old[:start] + text + old[end + len("<!-- breakdown:end -->"):]
-    else:
-        new = old.rstrip("\n") + "\n\n" + text + "\n"
-    atomic_write(path, new)
+def run(args):
+    """The command line: words choose workloads; ``--record [NAME]`` saves the block."""
+    if "--record" not in args:
+        return main(args)
+    i = args.index("--record")
+    named = i + 1 < len(args) and not args[i + 1].startswith("-")
+    name = args[i + 1] if named else "workloads_breakdown"
+    words = args[:i] + args[i + 1 + named:]
+    if words:
+        raise SystemExit(f"profile_workloads: --record saves every workload; drop {words}")
+    for problem in record(name, main([])):
+        print(problem)
 
 
 if __name__ == "__main__":
-    main([w.lower() for w in sys.argv[1:]])
+    run([w.lower() for w in sys.argv[1:]])

@@ -3,157 +3,35 @@
 Every ``kernels/<op>.py`` holds three things:
 
 * ``<op>_ref``: the NumPy reference (written with ``xp.*``, it is also the CuPy path);
-* the Numba kernel -- plain functions decorated with ``@jit(...)`` from here -- and
-  ``<op>_numba``, which calls it;
+* the Numba kernel -- plain functions decorated with ``@jit(...)`` -- with the argument
+  checks that guard it (``argcheck``), and ``<op>_numba``, which calls it;
 * ``<op>``: the dispatcher operators call, which runs the kernel where ``enabled(...)``
-  says so and the reference otherwise (the convolution dispatchers also take
-  ``use_numba=True/False`` to force a path).
+  says so and the reference otherwise.
+
+Threads and BLAS belong to ``lezero.runtime``: a kernel that can be split hands its
+ranges to one of the runtime's runners (``run_elementwise``, ``run_ranges``,
+``run_meeting``, ``launch``, ``run_update``) and takes its thresholds from
+``lezero.runtime.policy``; no module here starts a thread or sets BLAS's thread count.
+``@jit``, ``prange`` and the lazy Numba import are the runtime's ``lazyjit``, re-exported
+here: importing a kernel module costs nothing, and ``import lezero`` never imports Numba.
 
 ``tests/kernels/test_kernels_match_references.py`` checks every ``*_numba`` against its
 reference over shapes and dtypes, from one table.
 
-Numba is imported by this module only, and only when a kernel first runs: ``@jit``
-records the function, and its first call imports Numba, compiles every kernel of its
-module (``cache=True``: later processes load them from disk) and replaces the module's
-names with the compiled ones, so kernels calling each other, across modules too, see
-compiled code.  ``prange`` and ``uint64`` below stand for Numba's until then.  The scatter-add
-kernel (``scatter.scatter_add_rows_``) serves every scatter, max pooling's backward too.  Importing
-a kernel module therefore costs nothing, and ``import lezero`` never imports Numba.
-
 ``enabled(*arrays)``: Numba runs only for NumPy arrays, when ``Config.use_numba`` is on and
 Numba imports.  On the GPU the same operators use CuPy, never these CPU kernels.
 """
-import functools
-import sys
-import threading
-
 import numpy as np
 
-from lezero.core import get_config, register_setting
+from lezero.core import get_config
+from lezero.runtime.lazyjit import (intrinsic, jit, load, numba_available, numba_module,
+                                    prange, uint64)
 
 __all__ = ["numba_available", "numba_module", "enabled", "jit", "intrinsic", "load",
            "prange", "uint64"]
-
-# Operators consult this before running a kernel; ``Config.use_numba = False`` (or
-# ``using_config("use_numba", False)``) runs the NumPy references instead.
-register_setting("use_numba", True)
-
-_numba = None          # the numba module once imported, False when it cannot be
-_bound = set()         # names of the kernel modules whose kernels are compiled
-# Binding replaces a module's names one by one, so another thread (the parts of a split
-# kernel run on several) must not compile against a half-bound module: binding holds
-# this lock, and a kernel skips it only once its module is in ``_complete``.
-_bind_lock = threading.RLock()
-_complete = set()
-
-
-def numba_module():
-    """The ``numba`` module, imported on first use; None when it is not installed."""
-    global _numba
-    if _numba is None:
-        try:
-            import numba
-            _numba = numba
-        except ImportError:
-            _numba = False
-    return _numba or None
-
-
-def numba_available():
-    """True when Numba can be imported (checked once)."""
-    return numba_module() is not None
 
 
 def enabled(*arrays):
     """True when the Numba path should run for these arrays."""
     return (get_config().use_numba and all(isinstance(a, np.ndarray) for a in arrays)
             and numba_available())
-
-
-class _NumbaName:
-    """A name a kernel body uses (``prange``, ``uint64``) that is Numba's once bound."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"<numba.{self.name}, bound on first use>"
-
-
-prange = _NumbaName("prange")
-uint64 = _NumbaName("uint64")
-
-
-class Kernel:
-    """A function that Numba compiles on first use (made by ``jit`` and ``intrinsic``)."""
-
-    def __init__(self, fn, make):
-        functools.update_wrapper(self, fn)
-        self.py_func = fn
-        self._make = make
-        self._compiled = None
-
-    def compiled(self):
-        """The Numba dispatcher (binding this kernel's module on first use)."""
-        if self._compiled is None or self.py_func.__module__ not in _complete:
-            with _bind_lock:
-                _bind_all(sys.modules[self.py_func.__module__])
-                self._build(numba_module())        # also when no module name holds it
-        return self._compiled
-
-    def _build(self, numba):
-        if self._compiled is None:
-            self._compiled = self._make(numba)(self.py_func)
-        return self._compiled
-
-    def __call__(self, *args):
-        return self.compiled()(*args)
-
-    def __repr__(self):
-        return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
-
-
-def jit(**options):
-    """``numba.njit(**options)``, applied on first use."""
-    return lambda fn: Kernel(fn, lambda numba: numba.njit(**options))
-
-
-def intrinsic(fn):
-    """``numba.extending.intrinsic``, applied on first use."""
-    def make(numba):
-        from numba.extending import intrinsic as numba_intrinsic
-        return numba_intrinsic
-    return Kernel(fn, make)
-
-
-def load(module):
-    """Bind ``module``'s kernels now (for Numba code outside LeZero that calls them, such
-    as a test's own jitted loop around ``fastexp.exp32``); returns the module."""
-    with _bind_lock:
-        _bind_all(module)
-    return module
-
-
-def _bind_all(module):
-    """``_bind(module)``; then its modules are complete (the caller holds ``_bind_lock``)."""
-    _bind(module)
-    _complete.update(_bound)
-
-
-def _bind(module):
-    """Compile (lazily, as Numba does) every kernel in ``module``'s names and in the
-    modules they come from, and put the compiled objects in their places."""
-    if module.__name__ in _bound:
-        return
-    numba = numba_module()
-    if numba is None:
-        raise ImportError("lezero.kernels: this kernel needs Numba (pip install numba); "
-                          "operators fall back to NumPy when it is missing")
-    _bound.add(module.__name__)
-    names = vars(module)
-    for key, value in list(names.items()):
-        if isinstance(value, Kernel):
-            names[key] = value._build(numba)
-            _bind(sys.modules[value.py_func.__module__])
-        elif isinstance(value, _NumbaName):
-            names[key] = getattr(numba, value.name)

@@ -1,13 +1,12 @@
 """Attention of every head in one kernel call: ``softmax(scale q k^T [causal]) v``.
 
 Built from operators, a small model's attention is two batched products and a softmax:
-NumPy runs a batched product as one small GEMM per head on one thread (64 heads of
-64x32 @ 32x64 in GPT-mini: 270 us, PyTorch's ``bmm`` 142 us on 2 threads, 2026-12-05),
-and the backward pass adds four more and the softmax gradient.  Here each head's
-products go straight to NumPy's own ``cblas_sgemm`` (``lezero.kernels.cblas``) from a
+NumPy runs a batched product as one small GEMM per head on one thread, and the backward
+pass adds four more and the softmax gradient (docs/performance.md).  Here each head's
+products go straight to NumPy's own ``cblas_sgemm`` (``lezero.runtime.openblas``) from a
 Numba loop, with the softmax rows (``lezero.kernels.softmax``) in between while the head
-is in cache, and the heads are split over threads (``run_parts``: one wake-up per call,
-not per product).
+is in cache, and the heads are split over threads by the runtime (``run_ranges``: one
+wake-up per call, not per product).
 
 Operands are float32 with a batch of ``(B1, B2)`` matrices (a 3-D operand has B1 = 1)
 given by their base address, batch strides and row stride in elements; rows must be
@@ -27,18 +26,12 @@ what the kernels are tested against).
 import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit
-from lezero.kernels.blas import is_small
-from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
-from lezero.kernels.threads import run_parts, split, threads_for
 from lezero.kernels.softmax import _backward as _softmax_grad_rows
 from lezero.kernels.softmax import _forward as _softmax_rows
+from lezero.runtime import NO_TRANS, ROW_MAJOR, TRANS, is_small, policy, run_ranges, sgemm
 
 __all__ = ["attention_forward_ref", "attention_backward_ref", "forward_heads",
            "backward_heads", "takes", "small_heads", "attention_forward", "attention_backward"]
-
-# Heads are split over threads when each part gets at least this many flops (a part
-# costs a thread wake-up, ~50-70 us here, against ~15 us per MFLOP of small GEMMs).
-MIN_PART_FLOPS = 4e6
 
 
 def _causal_mask(xp, length, keys):
@@ -195,19 +188,11 @@ def _heads_last_together(shapes):
 
 
 def _run(kernel, heads, flops, scratch_shape, *args):
-    """``kernel(gemm, *args, scratch[i], first, stop)`` over the heads, on as many threads
-    as pay (one part per thread, at least ``MIN_PART_FLOPS`` each)."""
-    parts = threads_for(heads, flops, MIN_PART_FLOPS)
-    bounds = split(heads, parts)
-    scratch = np.empty((parts,) + scratch_shape, np.float32)
+    """``kernel(gemm, *args, scratch, first, stop)`` over ranges of the heads, each with
+    its own scratch, on as many threads as the runtime's policy pays for."""
     gemm = sgemm()
-
-    def part(i):
-        kernel(gemm, *args, scratch[i], *bounds[i])
-    if parts > 1:
-        run_parts(part, parts)
-    else:
-        part(0)
+    run_ranges(lambda lo, hi: kernel(gemm, *args, np.empty(scratch_shape, np.float32), lo, hi),
+               heads, flops, policy.attention_min_part_flops)
 
 
 def attention_forward(q, k, v, scale, causal):

@@ -2,10 +2,8 @@
 
 Written with NumPy operators an update such as SGD's ``p -= lr * g`` is two passes and a
 temporary the size of the parameter (``lr * g``, then the subtraction), and momentum's
-``buf = m * buf + g`` two more: for the MLP benchmark's 1000x1000 weight the first took
-250 us against PyTorch's 66 (its ``add_`` is one fused pass), more than the step's bias,
-ReLU and loss operators together.  The kernel reads ``x`` and ``y`` once and writes ``y``
-once.
+``buf = m * buf + g`` two more (docs/performance.md).  The kernel reads ``x`` and ``y``
+once and writes ``y`` once.
 
 It rounds as the NumPy sequence ``y *= b; y += a * x`` does: ``a`` and ``b`` are cast to
 the arrays' dtype, each product is rounded, then the sum (no fused multiply-add: Numba
@@ -13,24 +11,15 @@ leaves ``fastmath`` off), so the kernel and ``axpby_ref`` agree bit for bit.
 ``axpby_`` runs the kernel where ``fits`` says so (C-contiguous float32/float64 NumPy
 arrays of one shape and dtype) and the reference (also the CuPy path) otherwise.
 
-Large updates (at least two parts of ``MIN_PART_ITEMS``) may be cut over two threads:
-``threads.SplitWhenFaster`` runs them in one call or split, whichever its recent timings
-say is faster.  On a warm cache a split costs more than it saves (a 1M-element update:
-142 us in one call, 227 cut in two, 2026-12-05), but this VM spends spells of seconds in
-a state where memory runs several times slower and one core cannot draw the bandwidth:
-the MLP benchmark's SGD update then took 2.2 ms on one thread and 1.05 ms split, against
-0.33 and 0.40 ms in the fast state (docs/performance.md, change 22, 2026-12-06).
-``lz.Config.split_when_faster`` (default True) turns the split off.
+Large updates run through the runtime's ``run_update``, which may cut them over two
+threads when its recent timings say a split is faster (``lezero.runtime.adaptive``).
 """
 import numpy as np
 
 from lezero.kernels import enabled, jit
-from lezero.kernels.threads import SplitWhenFaster
+from lezero.runtime import run_update
 
 __all__ = ["axpby_", "axpby_ref", "axpby_numba", "fits"]
-
-MIN_PART_ITEMS = 1 << 18    # 256k elements: see above; the MLP's 784k and 1M weights split
-_runner = SplitWhenFaster(MIN_PART_ITEMS)
 
 
 def axpby_ref(y, b, x, a):
@@ -73,7 +62,7 @@ def axpby_numba(y, b, x, a):
                          f"arrays of one shape and dtype, y writeable; got {got}")
     t = y.dtype.type
     b, a = t(b), t(a)
-    _runner.run(lambda yp, xp: _axpby(yp, b, xp, a), y.reshape(-1), x.reshape(-1))
+    run_update(lambda yp, xp: _axpby(yp, b, xp, a), y.reshape(-1), x.reshape(-1))
 
 
 def axpby_(y, b, x, a):

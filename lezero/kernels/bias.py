@@ -3,10 +3,8 @@ the output's gradient), each as one Numba pass.
 
 ``linear`` adds its bias after the matrix product, where PyTorch's ``addmm`` folds it into
 the product.  NumPy's broadcast add ``y += b`` and its column sum ``gy.sum(axis=0)`` are
-one pass each but slow ones for this shape (the inner loop restarts for every row): on
-(1024, 384) float32 they took 74 and 56 us against 32 and 29 us for the loops below, on
-(100, 1000) 18 and 14 against 7 and 8 us (``python -m timeit``-style loops, 2026-12-06),
-which is 0.5 ms of a GPT-mini training step (nine linear layers, forward and backward).
+one pass each but slow ones for this shape (the inner loop restarts for every row); the
+loops below take about half their time (docs/performance.md).
 
 ``add_bias_(y, b)`` adds ``b`` to every row of the 2-D ``y`` in place; ``bias_grad(g)``
 returns the column sums of the 2-D ``g``.  The kernel sums each column over the rows in

@@ -25,7 +25,7 @@ channel-major (``o * N + n``); the serial ``*_planes`` functions release the GIL
 import numpy as np
 
 from lezero.kernels import argcheck, jit, prange
-from lezero.kernels.conv_launch import launch
+from lezero.runtime import launch
 from lezero.kernels.im2col import _valid_range, _valid_range_nb, use_kernel
 
 
@@ -256,7 +256,7 @@ def _tap_row2(h0, h1, xr, w0, w1):
     of taps for two output channels.  Rows of 3 and 5 taps are unrolled, so each input
     element is loaded once for all ten (or six) multiply-adds and each sum is stored once
     per row instead of once per tap: the loop is bound by the FMA units, not by loads and
-    stores (LeNet's first layer: 737 -> 464 us on one thread, 2026-12-05)."""
+    stores (docs/performance.md)."""
     n, kw = h0.shape[0], w0.shape[0]
     if kw == 5:
         a0, a1, a2, a3, a4 = w0[0], w0[1], w0[2], w0[3], w0[4]

@@ -29,7 +29,7 @@ import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.fastexp import FAST, exp32
-from lezero.kernels.threads import run_elementwise
+from lezero.runtime import run_elementwise
 
 __all__ = ["gelu", "gelu_grad", "gelu_ref", "gelu_grad_ref", "gelu_numba", "gelu_grad_numba"]
 

@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit, numba_available, prange, uint64
-from lezero.kernels.conv_launch import launch
+from lezero.runtime import launch
 
 
 
@@ -133,9 +133,8 @@ def _planes(x, col, geo, first, stop, gather):
     padding), else col2im (add the column rows back into ``x``).
 
     Loop order: channel, kernel tap, then sample, so each column row ``col[c * K + p]``
-    is written (or read) front to back: on LeNet's second layer im2col took 2.0 ms
-    instead of 3.2, col2im 1.9 instead of 3.1 (one thread, 2026-12-04), against visiting
-    each row once per sample.  Indices are unsigned: Numba then skips its
+    is written (or read) front to back, not visited once per sample (faster by a third:
+    docs/performance.md).  Indices are unsigned: Numba then skips its
     negative-index wrap-around test, which would otherwise keep LLVM from vectorising the
     copies; stride 1 gets its own loop for the same reason."""
     N, C, D, H, W = x.shape

@@ -4,8 +4,8 @@
 written into one buffer, slice by slice, in the order and layout of the pieces -- the
 fused attention's dQ, dK and dV are (``lezero.kernels.attention``), so a GPT block's
 q/k/v ``split`` gets back three slices of one (B, T, 3C) array -- the concatenation is
-that buffer itself.  Copying it cost 128-180 us per block on GPT-mini's step
-(2026-12-05), the same as the pieces' size in memory traffic.
+that buffer itself, and the copy (as much memory traffic as the pieces' size, on every
+attention block: docs/performance.md) is saved.
 
 ``adjacent_join(arrays, axis)`` returns the joined array as a read-only view when the
 arrays are such slices, and None otherwise (the caller concatenates).  Read-only,

@@ -41,7 +41,8 @@ def layer_norm_ref(x, weight, bias, eps, center=True):
     xc = x2 - mean[:, None]
     rstd = 1 / (((xc * xc).mean(axis=1) + x.dtype.type(eps)) ** 0.5)
     y = xc * rstd[:, None] * weight.reshape(-1) + bias.reshape(-1)
-    return y.reshape(x.shape).astype(x.dtype, copy=False), mean.astype(x.dtype), rstd.astype(x.dtype)
+    return (y.reshape(x.shape).astype(x.dtype, copy=False), mean.astype(x.dtype),
+            rstd.astype(x.dtype))
 
 
 def layer_norm_grad_ref(x, gy, weight, mean, rstd, center=True):
@@ -73,9 +74,9 @@ def _forward(x, weight, bias, eps, center, y, mean, rstd):
     zero = y.dtype.type(0)
     for i in range(rows):
         # The row sums accumulate in x's dtype, as PyTorch's float32 layer norm does: in
-        # vector lanes (fastmath), so a 128-value row is 16 sums of 8.  float64 sums
-        # took 57 us on (1024, 128) against 33 (2026-12-05).  The variance is still
-        # the two-pass one: squares of the centred values, not E[x^2] - mean^2.
+        # vector lanes (fastmath), so a 128-value row is 16 sums of 8 (float64 sums are
+        # slower: docs/performance.md).  The variance is still the two-pass one:
+        # squares of the centred values, not E[x^2] - mean^2.
         total = zero
         if center:
             for j in range(d):
@@ -119,8 +120,8 @@ def _backward(x, gy, weight, mean, rstd, center, gx, gweight, gbias, part_w, par
             xh = (x[i, j] - mu) * r
             gx[i, j] = r * (gy[i, j] * weight[j] - mean_g - xh * mean_gx)
         # The weight and bias gradients sum over every row: a block of rows in x's
-        # dtype (vector adds, 46 against 89 us per call with float64 throughout), then
-        # folded into the float64 totals, so long batches lose no precision.
+        # dtype (vector adds, twice as fast as float64 throughout), then folded into the
+        # float64 totals, so long batches lose no precision.
         if (i + 1) % FOLD_ROWS == 0 or i == rows - 1:
             for j in range(d):
                 gweight[j] += part_w[j]

@@ -1,15 +1,14 @@
 """The LSTM layer's time loop on several threads, split over the hidden units.
 
 A step of the LSTM layer is a (B, H) @ (H, 4H) product and then elementwise work per
-hidden unit.  BLAS threads the product alone, and on this machine (2 cores) waking its
-threads for every step and letting them sleep through the elementwise work cost more
-than it saved: 157 us per step for a product that takes 135 back to back (B 20, H 256,
-2 threads, 2026-12-05).  Here the hidden units are cut into one
-contiguous chunk per thread, and each thread does everything for its chunk: its gate
-rows of the product (a single-threaded ``cblas_sgemm``, see ``lezero.kernels.cblas``)
-and the cell update.  The threads meet once per step (the end of a ``prange`` region:
-the next product needs every chunk of ``h``), and Numba's OpenMP threads stay awake
-between steps.
+hidden unit.  BLAS threads the product alone, and waking its threads for every step and
+letting them sleep through the elementwise work cost more than it saved
+(docs/performance.md).  Here the hidden units are cut into one contiguous chunk per
+thread, and each thread does everything for its chunk: its gate rows of the product (a
+single-threaded ``cblas_sgemm``, ``lezero.runtime.openblas``) and the cell update.  The
+chunks run on the runtime's threads (``run_meeting``) and meet once per step
+(``arrive_and_wait``: the next product needs every chunk of ``h``; a late partner is
+waited for asleep, not spinning).
 
 * forward: chunk ``k`` owns hidden units ``j0:j1``.  Its recurrent weights are the rows
   ``q*H + j0 : q*H + j1`` of ``w_hh`` for the four gates ``q``, copied once per call
@@ -28,15 +27,10 @@ row functions both use, so the two paths compute the same numbers in the same or
 import numpy as np
 
 from lezero.kernels import enabled, jit
-from lezero.kernels.atomics import arrive_and_wait
-from lezero.kernels.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from lezero.kernels.fastexp import FAST
 from lezero.kernels.lstm import _cell_grad_row, _cell_row, check_cell_arrays
-from lezero.kernels.threads import run_parts, threads_for
-
-# A chunk's share of a step's product below this many flops (~15 us of one core) is not
-# worth a split: the parts meet after every step, and each meeting costs a few us.
-MIN_PART_FLOPS = 1e6
+from lezero.runtime import (NO_TRANS, ROW_MAJOR, TRANS, arrive_and_wait, policy, run_meeting,
+                            sgemm, sleep_available, threads_for)
 
 
 def chunks(hidden, parts):
@@ -49,18 +43,20 @@ def chunks(hidden, parts):
 
 def parts_for(gates, w_hh, rows):
     """How many chunks the layer's steps run in (1: the serial loop): float32 NumPy
-    arrays, Numba on, NumPy's ``cblas_sgemm`` found, and each chunk's share of a step's
-    product at least ``MIN_PART_FLOPS`` (one chunk per thread, of 16 units or more)."""
+    arrays, Numba on, NumPy's ``cblas_sgemm`` and ``usleep`` found, and each chunk's
+    share of a step's product at least ``policy.lstm_min_part_flops`` (one chunk per
+    thread, of 16 units or more)."""
     if not (gates.dtype == w_hh.dtype == np.float32) or not enabled(gates, w_hh) \
-            or sgemm() is None:
+            or sgemm() is None or not sleep_available():
         return 1
     hidden = w_hh.shape[1]
-    return threads_for(hidden // 16, 2.0 * rows * hidden * 4 * hidden, MIN_PART_FLOPS)
+    return threads_for(hidden // 16, 2.0 * rows * hidden * 4 * hidden,
+                       policy.lstm_min_part_flops)
 
 
 @jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
-def _forward_part(gemm, k, counter, gates, w_part, hbuf, c, hk, c_prev, tanh_c, y, h_prev,
-                  offs, sizes, bounds):
+def _forward_part(gemm, k, meeting, spins, gates, w_part, hbuf, c, hk, c_prev, tanh_c, y,
+                  h_prev, offs, sizes, bounds):
     """Chunk ``k``'s share of every step, meeting the other chunks after each."""
     hidden, parts = c.shape[1], bounds.size - 1
     j0, j1 = bounds[k], bounds[k + 1]
@@ -79,12 +75,12 @@ def _forward_part(gemm, k, counter, gates, w_part, hbuf, c, hk, c_prev, tanh_c, 
                       src[n, j0:j1], dst[n, j0:j1])
         for n in range(bs, src.shape[0]):            # finished sequences keep their state
             dst[n, j0:j1] = src[n, j0:j1]
-        arrive_and_wait(counter, parts * (t + 1))     # the next product reads all of h
+        arrive_and_wait(meeting, parts * (t + 1), spins)    # the next product reads all h
 
 
 @jit(cache=True, nogil=True, fastmath=FAST, error_model="numpy")
-def _backward_part(gemm, k, counter, gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, offs, sizes,
-                   bounds):
+def _backward_part(gemm, k, meeting, spins, gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, offs,
+                   sizes, bounds):
     """Chunk ``k``'s share of every backward step (latest first)."""
     hidden, parts, steps = dh.shape[1], bounds.size - 1, offs.size
     j0, j1 = bounds[k], bounds[k + 1]
@@ -92,7 +88,7 @@ def _backward_part(gemm, k, counter, gates, tanh_c, c_prev, gy, w_hh, dh, dc, d,
         t = steps - 1 - r
         off, bs = offs[t], sizes[t]
         if r > 0:           # dh[:, j0:j1] = d of the step done last @ w_hh[:, j0:j1]
-            arrive_and_wait(counter, parts * r)       # ... once every chunk wrote its d
+            arrive_and_wait(meeting, parts * r, spins)      # ... once every chunk wrote d
             po, pb = offs[t + 1], sizes[t + 1]
             gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, pb, j1 - j0, 4 * hidden, np.float32(1.0),
                  d[po].ctypes.data, 4 * hidden, w_hh[0, j0:].ctypes.data, hidden,
@@ -169,9 +165,10 @@ def forward(gates, w_hh, h, c, steps, parts, saved):
     w_parts = _weight_parts(w_hh, bounds)
     hw = np.empty((parts, h.shape[0] * w_parts.shape[1]), dtype=h.dtype)
     offs, sizes = _steps(steps)
-    counter, gemm = np.zeros(1, dtype=np.int64), sgemm()
-    run_parts(lambda k: _forward_part(gemm, k, counter, gates, w_parts[k], hbuf, c, hw[k],
-                                      *saved, offs, sizes, bounds), parts)
+    gemm = sgemm()
+    run_meeting(lambda k, meeting, spins: _forward_part(
+        gemm, k, meeting, spins, gates, w_parts[k], hbuf, c, hw[k], *saved, offs, sizes,
+        bounds), parts, ("lstm forward", gates.shape, parts))
     h[...] = hbuf[len(steps) % 2]
 
 
@@ -188,6 +185,7 @@ def backward(gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, steps, parts):
         raise ValueError("lstm_parts.backward: d must be C-contiguous")
     offs, sizes = _steps(steps)
     bounds = chunks(w_hh.shape[1], parts)
-    counter, gemm = np.zeros(1, dtype=np.int64), sgemm()
-    run_parts(lambda k: _backward_part(gemm, k, counter, gates, tanh_c, c_prev, gy, w_hh, dh,
-                                       dc, d, offs, sizes, bounds), parts)
+    gemm = sgemm()
+    run_meeting(lambda k, meeting, spins: _backward_part(
+        gemm, k, meeting, spins, gates, tanh_c, c_prev, gy, w_hh, dh, dc, d, offs, sizes,
+        bounds), parts, ("lstm backward", gates.shape, parts))

@@ -16,15 +16,7 @@ import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit
 from lezero.kernels.scatter import check_index, out_of_range, run_planes, scatter_add_ref
-from lezero.kernels.threads import run_split, threads_for
-
-# Rows are split over threads from this many input elements per part.  Measured (max
-# pooling 2x2 forward + backward, split against not, in alternating rounds, 2026-12-04):
-# LeNet's (64, 6, 28, 28), 301k elements, 1.30x slower split (the fork and join outweigh
-# 1.5 ms of work per thread); (64, 16, 28, 28), 803k, 0.81x; (32, 32, 56, 56), 3.2M,
-# 0.63x.  So a part holds at least 256k elements.  (Those figures are of the branchy
-# kernel, six times slower than today's fast one; a split pays even less now.)
-PART_ELEMENTS = 1 << 18
+from lezero.runtime import policy, run_ranges
 
 
 # ----- NumPy references (also the CuPy path: only slicing and elementwise ops) ----------
@@ -79,8 +71,8 @@ def _xp(a):
 # Two kernels per case.  The fast one keeps a running maximum with ``v > best`` alone,
 # which LLVM compiles to branch-free max and conditional-move instructions: on real data
 # the winning tap is random, and the branches of the exact loop (``v > best or v != v``)
-# were mispredicted so often that LeNet's first pooling took 18.3 ns per output against
-# 3.0 here (PyTorch: 25.8; ``benchmarks/bench_pooling.py``, one thread, 2026-12-05).  It also counts the windows holding a NaN,
+# were mispredicted so often that the exact loop was six times slower
+# (docs/performance.md).  The fast one also counts the windows holding a NaN,
 # where ``>`` alone is wrong; when there are any, the caller reruns those rows with the
 # exact kernel, whose tie and NaN rules are PyTorch's.
 
@@ -184,7 +176,7 @@ def _window_taps(op, x, kernel, stride, padding, dilation, out_size):
 
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
-    Large inputs run as one range of rows per thread (``kernels.threads``)."""
+    Large inputs run as one range of rows per thread (``lezero.runtime.run_ranges``)."""
     (kernel, stride, padding, dilation, out_size), taps = _window_taps(
         "max_pool2d_numba", x, kernel, stride, padding, dilation, out_size)
     x = np.ascontiguousarray(x)
@@ -200,7 +192,7 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
         nans = _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]) if unrolled else _max_pool2d(*args)
         if nans:
             _max_pool2d_exact(*args)
-    run_split(rows_, R, threads_for(R, x.size, PART_ELEMENTS))
+    run_ranges(rows_, R, x.size, policy.pool_min_part_items)
     return out, arg
 
 
@@ -229,9 +221,9 @@ def scatter_add_rows(g, idx, row_size):
     if enabled(g, idx) and g.dtype.kind == "f":
         check_index("scatter_add_rows", idx)
         out = np.zeros((R, row_size), dtype=g.dtype)
-        run_split(lambda lo, hi: run_planes("scatter_add_rows", out[lo:hi], idx[lo:hi],
-                                             g[lo:hi]), R,
-                  threads_for(R, out.size, PART_ELEMENTS))
+        run_ranges(lambda lo, hi: run_planes("scatter_add_rows", out[lo:hi], idx[lo:hi],
+                                              g[lo:hi]),
+                   R, out.size, policy.pool_min_part_items)
         return out
     if idx.size:                # the kernel's rule: [-row_size, row_size), negatives wrap
         lo, hi = int(idx.min()), int(idx.max())

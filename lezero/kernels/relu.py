@@ -1,29 +1,27 @@
 """ReLU and its gradient, each in one pass.
 
 ``relu(x)`` is ``max(x, 0)`` with NaN kept (as ``np.maximum`` and PyTorch do).  NumPy's
-``maximum`` is one pass but a slow one: 54 us on a 100x1000 float32 array here against
-11 us for ``torch.relu`` (2026-12-05), because it checks every element for NaN.  The
-kernel is a select, which the compiler vectorises: 0 where ``x <= 0``, else ``x`` (so NaN,
-for which ``x <= 0`` is false, passes through).
+``maximum`` is one pass but a slow one, because it checks every element for NaN
+(docs/performance.md).  The kernel is a select, which the compiler vectorises: 0 where
+``x <= 0``, else ``x`` (so NaN, for which ``x <= 0`` is false, passes through).
 
 ``relu_grad(x, gy)`` is ``gy`` where ``x > 0``, else 0.  Written with NumPy operators it
 is three passes and two temporaries (the mask ``x > 0``, its cast to the data's dtype, the
 product); the kernel reads ``x`` and ``gy`` once and writes the result once.  NaN in ``x``
 gives a zero gradient, as in PyTorch (``NaN > 0`` is false).
 
-Both kernels release the GIL, and very long arrays are cut over threads
-(``threads.run_elementwise``, parts of at least ``MIN_PART_ITEMS``: a split costs about
-100 us, which these kernels spend on some 700k elements).  ``*_ref`` are the NumPy (and CuPy) references, ``*_numba``
-the kernels (float32 and float64 NumPy arrays), and ``relu`` / ``relu_grad`` dispatch.
+Both kernels release the GIL, and very long arrays are cut over threads by the runtime
+(``run_elementwise``, parts of ``policy.cheap_min_part_items``: these kernels are cheap,
+so a split pays only on long arrays).  ``*_ref`` are the NumPy (and CuPy) references,
+``*_numba`` the kernels (float32 and float64 NumPy arrays), and ``relu`` / ``relu_grad``
+dispatch.
 """
 import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit
-from lezero.kernels.threads import run_elementwise
+from lezero.runtime import policy, run_elementwise
 
 __all__ = ["relu", "relu_ref", "relu_numba", "relu_grad", "relu_grad_ref", "relu_grad_numba"]
-
-MIN_PART_ITEMS = 1 << 20
 
 
 def relu_ref(x):
@@ -48,7 +46,8 @@ def relu_numba(x):
 
 def _relu(x):
     out = np.empty(x.shape, x.dtype)
-    run_elementwise(_forward, _flat(x), out.reshape(-1), min_part=MIN_PART_ITEMS)
+    run_elementwise(_forward, _flat(x), out.reshape(-1),
+                    min_part=policy.cheap_min_part_items)
     return out
 
 
@@ -91,7 +90,7 @@ def relu_grad_numba(x, gy):
 def _relu_grad(x, gy):
     out = np.empty(gy.shape, gy.dtype)
     run_elementwise(_grad, _flat(x), _flat(gy), out.reshape(-1),
-                    min_part=MIN_PART_ITEMS)
+                    min_part=policy.cheap_min_part_items)
     return out
 
 

@@ -1,11 +1,11 @@
 """``target[index] += values`` in place, where repeated indices all add up.
 
 A plain ``target[index] += values`` keeps only one of the repeats.  ``scatter_add_ref`` is
-``numpy.add.at`` (``cupyx.scatter_add`` on CuPy): general but slow, about 70x slower than
-the Numba loop for an embedding's weight gradient (1024 rows of 128 into a 256-row table:
-1.9 ms against 0.03 ms).  The kernel handles the common case -- whole rows picked by a 1-D
-integer index -- and ``scatter_add_`` dispatches; max pooling's backward is this kernel too
-(one-element rows of the flattened planes).
+``numpy.add.at`` (``cupyx.scatter_add`` on CuPy): general but far slower than the Numba
+loop for an embedding's weight gradient (docs/performance.md).  The kernel handles the
+common case -- whole rows picked by a 1-D integer index -- and ``scatter_add_``
+dispatches; max pooling's backward is this kernel too (one-element rows of the flattened
+planes).
 """
 import math
 

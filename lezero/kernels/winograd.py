@@ -31,7 +31,7 @@ from math import lcm
 import numpy as np
 
 from lezero.kernels import argcheck, jit, prange, uint64
-from lezero.kernels.conv_launch import launch
+from lezero.runtime import launch
 from lezero.kernels.im2col import use_kernel
 
 # Interpolation points besides infinity.  For F(4, 3) the mixed set {0, +-1, 1/2, -2} gave

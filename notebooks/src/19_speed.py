@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import lezero as lz
 import lezero.functions as F
 from lezero import nn, optim
-from lezero.kernels.threads import SplitWhenFaster, threads
+from lezero.runtime import SplitWhenFaster, threads
 # %matplotlib inline
 
 _ = lz.manual_seed(19)
@@ -112,7 +112,7 @@ plt.ylabel("ms (best of a block)"); plt.xlabel("round"); plt.legend(); plt.show(
 # %% [markdown]
 # ## Where the rest goes
 # `cProfile` gives each function's own time. For an MLP nearly all of it is inside the
-# matrix products (`kernels/blas.py`); the optimizer's update (`_axpby`) comes next.
+# matrix products (`runtime/blas.py`); the optimizer's update (`_axpby`) comes next.
 
 # %%
 profiler = cProfile.Profile()

@@ -1,15 +1,3 @@
-"""Fixtures shared by the kernel tests."""
-import pytest
-
-from lezero.kernels import threads
-
-
-@pytest.fixture
-def split_parts(monkeypatch):
-    """A list that records the part count of every ``threads.run_split`` call (each call
-    still runs)."""
-    calls = []
-    real = threads.run_split
-    monkeypatch.setattr(threads, "run_split",
-                        lambda fn, n, parts: calls.append(parts) or real(fn, n, parts))
-    return calls
+"""Fixtures shared by the kernel tests: the runtime's (a test of how a kernel's work is
+split asks for ``threaded`` or ``split_parts``)."""
+from tests.runtime.conftest import split_parts, threaded  # noqa: F401

@@ -1,7 +1,6 @@
 """The LSTM layer's time loop split over threads (``kernels.lstm_parts``) against the
-serial loop, and the pieces it stands on: NumPy's ``cblas_sgemm`` and the spin barrier."""
-import threading
-
+serial loop (the pieces it stands on, NumPy's ``cblas_sgemm`` and the meeting of the
+chunks, are tested in tests/runtime)."""
 import numpy as np
 import pytest
 import torch
@@ -10,27 +9,10 @@ import lezero as lz
 import lezero.functions as F
 from lezero import kernels, nn
 from lezero.functions.rnn import layers
-from lezero.kernels import atomics, cblas, lstm_parts
+from lezero.kernels import lstm_parts
+from lezero.runtime import policy
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
-
-
-def test_numpy_sgemm_is_found_and_multiplies():
-    gemm = cblas.sgemm()
-    assert gemm is not None, "NumPy's wheel ships OpenBLAS: its cblas_sgemm must be found"
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((5, 7)).astype(np.float32)
-    w = rng.standard_normal((6, 9)).astype(np.float32)       # use columns 2:5 of w ...
-    out = np.full((5, 10), np.nan, np.float32)                # ... into columns 4:7 of out
-    b = rng.standard_normal((7, 9)).astype(np.float32)
-    gemm(cblas.ROW_MAJOR, cblas.NO_TRANS, cblas.NO_TRANS, 5, 3, 7, 1.0, a.ctypes.data, 7,
-         b[0, 2:].ctypes.data, 9, 0.0, out[0, 4:].ctypes.data, 10)
-    np.testing.assert_allclose(out[:, 4:7], a @ b[:, 2:5], rtol=1e-5, atol=1e-5)
-    assert np.isnan(out[:, :4]).all() and np.isnan(out[:, 7:]).all()    # ldc respected
-    gemm(cblas.ROW_MAJOR, cblas.NO_TRANS, cblas.TRANS, 5, 6, 7, 1.0, a.ctypes.data, 7,
-         w[:, :7].copy().ctypes.data, 7, 0.0, out.ctypes.data, 6)
-    np.testing.assert_allclose(out.reshape(-1)[:30].reshape(5, 6), a @ w[:, :7].T,
-                               rtol=1e-5, atol=1e-5)
 
 
 def test_chunks_cover_the_hidden_units_on_multiples_of_8():
@@ -39,33 +21,6 @@ def test_chunks_cover_the_hidden_units_on_multiples_of_8():
     b = lstm_parts.chunks(100, 3).tolist()
     assert b[0] == 0 and b[-1] == 100 and all(x % 8 == 0 for x in b[1:-1])
     assert all(lo < hi for lo, hi in zip(b[:-1], b[1:]))
-
-
-def test_barrier_holds_every_part_until_all_arrive():
-    numba = kernels.numba_module()
-    kernels.load(atomics)
-    arrive, add, load = atomics.arrive_and_wait, atomics.atomic_add, atomics.atomic_load
-
-    @numba.njit(nogil=True)
-    def rounds(k, counter, slots, seen, n):
-        for t in range(n):
-            slots[k] = t + 1                      # my value for round t ...
-            arrive(counter, 4 * t + 2)
-            seen[k, t] = slots[1 - k]             # ... the other's is there already
-            add(counter, 1)                       # nobody starts round t + 1 before I read
-            while load(counter) < 4 * t + 4:      # (compiled here: the intrinsics' code
-                pass                              # generation runs in this process)
-
-    n = 2000
-    counter, slots = np.zeros(1, np.int64), np.zeros(2, np.int64)
-    seen = np.zeros((2, n), np.int64)
-    th = threading.Thread(target=rounds, args=(1, counter, slots, seen, n))
-    th.start()
-    rounds(0, counter, slots, seen, n)
-    th.join(timeout=60)
-    assert not th.is_alive()
-    np.testing.assert_array_equal(seen, np.tile(np.arange(1, n + 1), (2, 1)))
-    assert counter[0] == 4 * n
 
 
 def _train_step(lstm, x, threads):
@@ -84,7 +39,7 @@ def _train_step(lstm, x, threads):
 
 
 @pytest.fixture
-def spy(monkeypatch):
+def spy(monkeypatch, threaded):
     """Count the split forward and backward calls; let small layers split too."""
     calls = {"forward": 0, "backward": 0}
     for name in calls:
@@ -94,8 +49,8 @@ def spy(monkeypatch):
             calls[_name] += 1
             return _real(*a)
         monkeypatch.setattr(lstm_parts, name, counted)
-    monkeypatch.setattr(lstm_parts, "MIN_PART_FLOPS", 1)
-    return calls
+    with policy.using(lstm_min_part_flops=1):
+        yield calls
 
 
 @pytest.mark.parametrize("hidden,bidir", [(64, False), (40, True), (48, False)])

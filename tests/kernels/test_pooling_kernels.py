@@ -100,19 +100,21 @@ def test_operator_gives_the_same_with_numba_off():
 
 @pytest.mark.parametrize("geo", [((2, 2), (2, 2), (0, 0), (1, 1), (7, 6)),    # unrolled 2x2
                                  ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6))])   # general loop
-def test_rows_split_over_threads_give_the_same_as_one_part(monkeypatch, geo):
+def test_rows_split_over_threads_give_the_same_as_one_part(split_parts, geo):
     """Large inputs run one range of rows per thread; the parts must tile the rows."""
-    from lezero.kernels import threads
-    if threads.threads() < 2:
+    from lezero import runtime
+    if runtime.threads() < 2:
         pytest.skip("one thread: nothing is split")
     rng = np.random.default_rng(4)
     x = rng.standard_normal((301, 15, 13)).astype(np.float32)
     y_one, i_one = K.max_pool2d_numba(x, *geo)
     g = rng.standard_normal(y_one.shape).astype(np.float32)
     s_one = K.scatter_add_rows(g, i_one, 15 * 13)
-    monkeypatch.setattr(K, "PART_ELEMENTS", 1024)
-    assert threads.threads_for(301, x.size, K.PART_ELEMENTS) >= 2
-    y, i = K.max_pool2d_numba(x, *geo)
+    split_parts.clear()
+    with runtime.policy.using(pool_min_part_items=1024):
+        y, i = K.max_pool2d_numba(x, *geo)
+        s = K.scatter_add_rows(g, i, 15 * 13)
+    assert split_parts == [runtime.threads()] * 2
     np.testing.assert_array_equal(y, y_one)
     np.testing.assert_array_equal(i, i_one)
-    np.testing.assert_array_equal(K.scatter_add_rows(g, i, 15 * 13), s_one)
+    np.testing.assert_array_equal(s, s_one)

@@ -14,9 +14,9 @@ import pytest
 
 import lezero as lz
 import lezero.functions as F
+from lezero import runtime
 from lezero.kernels import (attention, bias, conv_direct, gelu, im2col, join,
-                            numba_available, pooling, relu, scatter, softmax, threads,
-                            winograd)
+                            numba_available, pooling, relu, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
@@ -61,12 +61,12 @@ CASES = {
     "gelu_numba approximate": (lambda: gelu.gelu_numba(f32(4), "tan"), ValueError,
                                r"gelu_numba: approximate must be 'none' or 'tanh', "
                                r"got 'tan'"),
-    "run_elementwise lengths": (lambda: threads.run_elementwise(relu._grad, f32(1000), f32(10),
+    "run_elementwise lengths": (lambda: runtime.run_elementwise(relu._grad, f32(1000), f32(10),
                                                                 zeros(1000)),
                                 ValueError, r"run_elementwise: the arrays of an elementwise "
                                             r"kernel must be 1-D of one length, got shapes "
                                             r"\[\(1000,\), \(10,\), \(1000,\)\]"),
-    "SplitWhenFaster.run lengths": (lambda: threads.SplitWhenFaster(1 << 17).run(
+    "SplitWhenFaster.run lengths": (lambda: runtime.SplitWhenFaster(1 << 17).run(
         relu._forward, f32(1000), zeros(10)), ValueError,
         r"SplitWhenFaster.run: the arrays of an elementwise kernel must be 1-D of one length"),
     # softmax: rows of y and gy are read together

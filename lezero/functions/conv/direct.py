@@ -153,13 +153,9 @@ class Direct(Algorithm):
         return fmas / rate + planes * MACHINE_DIRECT["plane_s"] + MACHINE_DIRECT["call_s"]
 
 
-# Single-thread constants of the tap-loop kernels (measured like base.MACHINE).
-# The wide-row rates sit below what the kernels reach on their own (16-23 GFMA/s for the
-# paired forward, 10-13 for the backward products, `F.conv_explain` with one thread,
-# 2026-12-05) by the factor that the im2col predictions sit above their measurements, so
-# the two rank as measured: direct wins LeNet's first layer (0.52 against 0.82 ms
-# forward), ties on its second (1.15 against 1.15), and loses 3x3 layers of 16 channels
-# (1.37 against 0.75), whose GEMMs are efficient.
+# Single-thread constants of the tap-loop kernels, measured like the runtime policy's
+# machine_* entries (`lezero.runtime.show()`); the wide-row rates are scaled so that direct
+# and im2col rank as they measure (docs/convolution.md, docs/performance.md).
 MACHINE_DIRECT = {"fma_per_s": 1.5e9, "row_s": 10e-9, "call_s": 30e-6,
                   "wide_forward_fma_per_s": 9e9, "wide_backward_fma_per_s": 6e9,
                   "plane_s": 0.5e-6}

@@ -1,19 +1,24 @@
 """The machine model behind the algorithms' predicted times (``Algorithm.predict``).
 
-Single-thread constants measured on the 2-core development machine (OpenBLAS sgemm
-~75 GFLOP/s on one core; Numba kernels and NumPy copies stream ~6 GB/s).  Products that
-are split over the batch (``parallel``) divide by the number of parts.  Only the ranking
-matters for ``algo="auto"``; autotuning replaces the model by measurements.
+Single-thread constants measured on the 2-core development machine, held by the
+runtime's policy as its machine profile (``lezero.runtime.policy.machine_*``, listed by
+``lezero.runtime.show()``): OpenBLAS sgemm ~75 GFLOP/s on one core, Numba kernels and
+NumPy copies streaming ~6 GB/s.  Products that are split over the batch (``parallel``)
+divide by the number of parts.  Only the ranking matters for ``algo="auto"``;
+autotuning replaces the model by measurements.
 """
-MACHINE = {
-    "gemm_gflops": 75.0,       # large sgemm, one thread
-    "gemm_half_dim": 48.0,     # smallest GEMM dim at which sgemm reaches half its speed
-    "gemm_matrix_s": 1e-6,     # overhead per matrix of a stacked (batched) matmul
-    "stream_gbps": 6.0,        # a Numba kernel or NumPy copy that streams memory
-    "call_s": 15e-6,           # fixed cost of one NumPy call
-    "plane_s": 0.5e-6,         # fixed cost per (n, c) plane in a Numba kernel
-    "fft_gflops": 3.0,         # pocketfft throughput (2.5 N log2 N flops per real transform)
-}
+from lezero.runtime import policy
+
+
+class _Profile:
+    """``MACHINE[key]``: the policy's ``machine_<key>`` (read when used, so a change to
+    the policy reaches the model)."""
+
+    def __getitem__(self, key):
+        return policy.machine(key)
+
+
+MACHINE = _Profile()
 
 
 def gemm_seconds(m, n, k, batch=1, complex_=False):

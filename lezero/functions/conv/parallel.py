@@ -3,23 +3,20 @@
 A convolution product is independent per sample (the weight gradient is a sum over
 samples), so ``run_product`` cuts the batch into one part per thread, runs the chosen
 algorithm on each part with single-threaded BLAS and serial Numba kernels, and joins the
-parts (``lezero.kernels.threads``).  That is one fork and one join per product, where
+parts (``lezero.runtime.run_parts``).  That is one fork and one join per product, where
 threading inside each GEMM and each kernel would synchronise ~100 times per layer: on a
 shared, oversubscribed machine every synchronisation waits for a time slice, and the BLAS
 and Numba thread pools spin against each other.
 
-The thread count is ``lz.Config.conv_threads``; for small problems, or without
-``threadpoolctl``, a single batch-wide call runs instead and the kernels and BLAS use
-their own threads.
+The thread count and the part size come from the runtime (``lz.Config.conv_threads``,
+``lezero.runtime.policy.conv_min_part_flops``); for small problems, in the serial
+profile, or without ``threadpoolctl``, a single batch-wide call runs instead.
 """
 import dataclasses
 
 from lezero import cuda
 # threads: re-exported, the notebooks and users read a convolution's thread count here
-from lezero.kernels.threads import run_parts, split, threads, threads_for  # noqa: F401
-
-# A part below this many flops (~0.1 ms of work) is not worth a thread (fork + join ~50 us).
-MIN_PART_FLOPS = 4e6
+from lezero.runtime import policy, run_parts, split, threads, threads_for  # noqa: F401
 
 # Which operand of each product is batched, by role: views of the same array are shared
 # between products (forward and grad_weight both cut x) so per-part caches keep working.
@@ -30,7 +27,7 @@ def parts_for(prob):
     """How many batch parts to run ``prob`` in (1: no split)."""
     if prob.backend != "numpy" or prob.batch < 2:
         return 1
-    return threads_for(prob.batch, prob.flops(), MIN_PART_FLOPS)
+    return threads_for(prob.batch, prob.flops(), policy.conv_min_part_flops)
 
 
 def _views(cache, role, array, bounds):

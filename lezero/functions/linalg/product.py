@@ -14,8 +14,8 @@ from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
 from lezero.kernels.bias import add_bias_, bias_grad
-from lezero.kernels.blas import matmul as blas_matmul
-from lezero.kernels.gemm_pair import matmul_pair
+from lezero.runtime.blas import matmul as blas_matmul
+from lezero.runtime.products import matmul_pair
 from lezero.utils.checks import check_array, check_axis, check_float_array
 
 __all__ = ["matmul", "dot", "tensordot", "outer", "linear", "bilinear"]
@@ -211,7 +211,7 @@ class Linear(Function):
     def backward_arrays(self, gy):
         """The first-order gradients as arrays: the same products and sum as above, minus
         the three Functions that would record them (~10 us each, per layer and step).
-        The two products are independent: large ones run at once (``gemm_pair``)."""
+        The two products are independent: large ones run at once (``lezero.runtime.products``)."""
         x, weight = self.inputs[0].data, self.inputs[1].data
         needs = self.needs_input_grad
         g = gy.reshape(-1, gy.shape[-1])

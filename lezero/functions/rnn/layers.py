@@ -27,7 +27,7 @@ from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.kernels import lstm as lstm_kernels
 from lezero.kernels import lstm_parts
-from lezero.kernels.blas import is_small, one_blas_thread
+from lezero.runtime.blas import is_small, one_blas_thread
 
 
 class _Recurrence(Function):

@@ -11,6 +11,7 @@ from lezero import kernels
 from lezero.functions.attention import fused
 from lezero.functions.attention.fused import FusedAttention
 from lezero.kernels import attention as K
+from lezero.runtime import policy
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 sdpa = F.scaled_dot_product_attention
@@ -71,12 +72,11 @@ def test_matches_torch_forward_and_backward(causal):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_split_over_threads_equals_one_part(monkeypatch):
+def test_split_over_threads_equals_one_part():
     q, k, v = _heads(4, 6, 3, 4, 2)
     with lz.using_config("conv_threads", 1):
         y1, g1, _ = _run(q, k, v, True)
-    monkeypatch.setattr(K, "MIN_PART_FLOPS", 1)
-    with lz.using_config("conv_threads", 2):
+    with lz.using_config("conv_threads", 2), policy.using(attention_min_part_flops=1):
         y2, g2, _ = _run(q, k, v, True)
     np.testing.assert_array_equal(y1.data, y2.data)
     for a, b in zip(g1, g2):

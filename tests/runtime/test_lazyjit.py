@@ -8,9 +8,9 @@ import uuid
 
 import pytest
 
-from lezero import kernels
+from lezero.runtime import lazyjit
 
-pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
+pytestmark = pytest.mark.skipif(not lazyjit.numba_available(), reason="needs Numba")
 
 SOURCE = textwrap.dedent('''
     from lezero.kernels import jit
@@ -38,17 +38,17 @@ def module(tmp_path, monkeypatch):
 def test_a_kernel_waits_while_its_module_is_being_bound(module):
     outer = module.outer
     results = []
-    with kernels._bind_lock:                 # as a thread in the middle of binding holds it
-        kernels._bound.add(module.__name__)  # ... its module marked, names not yet replaced
+    with lazyjit._bind_lock:                 # as a thread in the middle of binding holds it
+        lazyjit._bound.add(module.__name__)  # ... its module marked, names not yet replaced
         t = threading.Thread(target=lambda: results.append(outer(3)))
         t.start()
         t.join(0.3)
         assert t.is_alive() and not results  # it did not compile against half-bound names
-        kernels._bound.discard(module.__name__)
+        lazyjit._bound.discard(module.__name__)
     t.join(60)
     assert results == [8]
-    assert module.__name__ in kernels._complete
-    assert not isinstance(module.inner, kernels.Kernel)    # names replaced by compiled ones
+    assert module.__name__ in lazyjit._complete
+    assert not isinstance(module.inner, lazyjit.Kernel)    # names replaced by compiled ones
 
 
 def test_kernels_of_one_module_called_from_many_threads_at_once(module):

@@ -1,17 +1,13 @@
-"""The worker threads that run the parts of a split kernel, with a join that spins.
+"""The worker threads that run the parts of a split kernel, and the join where they meet.
 
-``threads.run_parts`` hands parts 1..n-1 of a call to these workers and runs part 0
-itself.  What a split costs was measured on a 1M-element update cut in two (2026-12-05):
-with ``concurrent.futures`` the call took 236 us against 128 serial, because besides the
-worker's wake-up (~30-45 us, a system call that no design without spinning workers
-avoids) the calling thread slept in ``wait`` for the last part and took 60-80 us to wake
-again.  Here each worker has its own queue (``queue.SimpleQueue``, whose ``put`` is a few
-microseconds against ``submit``'s 24), and a finished part counts itself in a shared
-int64 counter (``atomics.arrive``); the calling thread, done with part 0, spins on that
-counter with the GIL released (``atomics.spin_until``) for up to ``SPIN_READS`` reads,
-then sleeps on a semaphore that every part releases.  So a balanced call ends within
-microseconds of its slowest part, and an unbalanced one (a worker that did not get a
-core) costs a short spin, not a busy core.
+``scheduler.run_parts`` hands parts 1..n-1 to these workers and runs part 0 itself.  Each
+worker has its own queue (``queue.SimpleQueue``: a ``put`` is a few microseconds, a
+``concurrent.futures`` submit 24) and sleeps on it between calls.  A finished part counts
+itself in a shared int64 counter (``waits.arrive``); the calling thread, done with part
+0, spins on that counter with the GIL released for at most ``policy.spin_reads`` reads
+(~0.1 ms), then sleeps on a semaphore that every part releases.  So a balanced call ends
+within microseconds of its slowest part, and a worker that did not get a core costs a
+short spin, not a busy core.
 
 Workers are daemon threads made on first use and again after a fork (a child inherits
 no running threads).  Without Numba the join only sleeps on the semaphore.
@@ -24,10 +20,11 @@ import threading
 
 import numpy as np
 
-from lezero.kernels import numba_available
-from lezero.kernels.atomics import arrive, spin_until   # compiled on first call only
+from lezero.runtime.lazyjit import numba_available
+from lezero.runtime.settings import policy
+from lezero.runtime.waits import arrive, spin_until   # compiled on first call only
 
-SPIN_READS = 1 << 18        # ~0.3 ms of atomic reads before the join sleeps instead
+__all__ = ["Join", "submit", "queues"]
 
 _lock = threading.Lock()
 _state = {"queues": [], "pid": None}
@@ -55,7 +52,7 @@ def queues(n):
 class Join:
     """Where the parts of one call meet: each worker part ``i`` (1 .. count-1) calls
     ``done(i, result, error)``; ``wait()``, on the calling thread, returns the parts'
-    (results, errors) by index once all have called it (slot 0 is the caller's)."""
+    (results, errors) by index once all are done (slot 0 is the caller's)."""
 
     def __init__(self, count):
         self.count = count
@@ -75,7 +72,7 @@ class Join:
 
     def wait(self):
         if self.spin:
-            spin_until(self.arrived, self.count - 1, SPIN_READS)
+            spin_until(self.arrived, self.count - 1, policy.spin_reads)
         for _ in range(self.count - 1):
             self.sleeper.acquire()
         return self.results, self.errors

@@ -1,12 +1,13 @@
-"""``threads.SplitWhenFaster`` runs a memory-bound kernel split only while the split is
-measured faster, and the optimizers' update (``axpy.axpby_numba``), which uses it, gives
-the same elements either way."""
+"""``adaptive.SplitWhenFaster`` runs a memory-bound kernel split only while the split is
+measured faster, and the optimizers' update (``axpy.axpby_numba`` through
+``run_update``), which uses it, gives the same elements either way."""
 import numpy as np
 import pytest
 
 import lezero as lz
 from lezero import kernels
-from lezero.kernels import axpy, threads
+from lezero.kernels import axpy
+from lezero.runtime import adaptive, policy
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 
@@ -19,7 +20,7 @@ def _fill(runner, one, split):
 
 
 def test_measures_each_way_first_then_runs_the_cheaper(split_parts):
-    runner = threads.SplitWhenFaster(min_part=10, explore=4)
+    runner = adaptive.SplitWhenFaster(min_part=10, explore=4)
     x = np.zeros(100, np.float32)
     with lz.using_config("conv_threads", 2):
         runner.run(lambda a: None, x)
@@ -36,7 +37,7 @@ def test_measures_each_way_first_then_runs_the_cheaper(split_parts):
 def test_a_state_change_moves_the_choice(split_parts):
     """Warm cache: one call is cheaper; once its last timings are all slower than the
     split's (a slow spell), the split takes over."""
-    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    runner = adaptive.SplitWhenFaster(min_part=10, explore=1000)
     _fill(runner, one=1e-9, split=2e-9)
     x = np.zeros(100, np.float32)
     with lz.using_config("conv_threads", 2):
@@ -49,7 +50,7 @@ def test_a_state_change_moves_the_choice(split_parts):
 def test_a_cold_first_call_does_not_hold_back_its_way(split_parts):
     """The first call of each way pays page faults; one later call of that way at its
     real speed is enough to bring it back."""
-    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    runner = adaptive.SplitWhenFaster(min_part=10, explore=1000)
     runner.timings[False].extend([1e-6, 1e-9])       # cold first call, then a warm one
     runner.timings[True].append(2e-9)
     with lz.using_config("conv_threads", 2):
@@ -58,7 +59,7 @@ def test_a_cold_first_call_does_not_hold_back_its_way(split_parts):
 
 
 def test_one_slow_call_does_not_flip_the_choice(split_parts):
-    runner = threads.SplitWhenFaster(min_part=10, explore=1000)
+    runner = adaptive.SplitWhenFaster(min_part=10, explore=1000)
     _fill(runner, one=1e-9, split=2e-9)
     runner.timings[False].append(1.0)                # one preempted call
     runner.timings[False].append(1.0)                # and another
@@ -68,7 +69,7 @@ def test_one_slow_call_does_not_flip_the_choice(split_parts):
 
 
 def test_short_arrays_run_directly_and_are_not_timed(split_parts):
-    runner = threads.SplitWhenFaster(min_part=1000)
+    runner = adaptive.SplitWhenFaster(min_part=1000)
     seen = []
     with lz.using_config("conv_threads", 2):
         runner.run(lambda a: seen.append(a.size), np.zeros(100, np.float32))
@@ -83,9 +84,9 @@ def test_axpby_split_or_not_equals_the_reference(monkeypatch, split_parts, split
     rng = np.random.default_rng(0)
     x = rng.standard_normal(3 * 1000 + 7).astype(dtype)
     y = rng.standard_normal(x.shape).astype(dtype)
-    runner = threads.SplitWhenFaster(min_part=1000, explore=1000)
+    runner = adaptive.SplitWhenFaster(min_part=1000, explore=1000)
     _fill(runner, one=2e-9 if split_cheaper else 1e-9, split=1e-9 if split_cheaper else 2e-9)
-    monkeypatch.setattr(axpy, "_runner", runner)
+    monkeypatch.setitem(adaptive._updates, policy.update_min_part_items, runner)
     expected = y.copy()
     axpy.axpby_ref(expected, 0.9, x, -0.01)
     got = y.copy()
@@ -95,13 +96,13 @@ def test_axpby_split_or_not_equals_the_reference(monkeypatch, split_parts, split
     np.testing.assert_array_equal(got, expected)
 
 
-def test_sgd_on_a_large_parameter_matches_torch():
+def test_sgd_on_a_large_parameter_matches_torch(threaded):
     """The split update inside an optimizer step: SGD with momentum on a parameter above
     the split size, against torch.optim.SGD."""
     torch = pytest.importorskip("torch")
     from lezero import optim
     rng = np.random.default_rng(0)
-    w0 = rng.standard_normal(2 * axpy.MIN_PART_ITEMS + 5).astype(np.float32)
+    w0 = rng.standard_normal(2 * policy.update_min_part_items + 5).astype(np.float32)
     grads = [rng.standard_normal(w0.shape).astype(np.float32) for _ in range(4)]
     p = lz.Parameter(w0.copy())
     opt = optim.SGD([p], lr=0.1, momentum=0.9)
@@ -117,9 +118,9 @@ def test_sgd_on_a_large_parameter_matches_torch():
 
 
 def test_the_split_when_faster_setting_turns_it_off(monkeypatch, split_parts):
-    runner = threads.SplitWhenFaster(min_part=1000, explore=1000)
+    runner = adaptive.SplitWhenFaster(min_part=1000, explore=1000)
     _fill(runner, one=2e-9, split=1e-9)              # the split would win
-    monkeypatch.setattr(axpy, "_runner", runner)
+    monkeypatch.setitem(adaptive._updates, policy.update_min_part_items, runner)
     y, x = np.zeros(4000, np.float32), np.ones(4000, np.float32)
     with lz.using_config("conv_threads", 2), lz.using_config("split_when_faster", False):
         axpy.axpby_numba(y, 1.0, x, 0.5)
@@ -133,4 +134,35 @@ def test_the_split_when_faster_setting_turns_it_off(monkeypatch, split_parts):
                                           (dict(min_part=2.5), "min_part")])
 def test_bad_arguments_are_named(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=f"SplitWhenFaster.*{name}"):
-        threads.SplitWhenFaster(**kwargs)
+        adaptive.SplitWhenFaster(**kwargs)
+
+
+def test_explore_and_window_default_to_the_policy():
+    with policy.using(split_explore=5, split_window=2):
+        runner = adaptive.SplitWhenFaster(min_part=10)
+    assert runner.explore == 5 and runner.timings[True].maxlen == 2
+
+
+def test_a_meeting_sleeps_at_once_while_that_is_measured_faster(monkeypatch):
+    """Each way is tried first; then the cheaper one runs: spinning on a quiet machine,
+    sleeping at once while another process holds a core (partners arrive late)."""
+    monkeypatch.setattr(adaptive, "_meetings", {})
+    seen = []
+
+    def part(i, meeting, spins):
+        seen.append((i, spins))
+    with lz.using_config("conv_threads", 2):
+        adaptive.run_meeting(part, 2, "k")
+        adaptive.run_meeting(part, 2, "k")
+        chooser = adaptive._meetings["k"]
+        for way, seconds in (("spin", 2e-3), ("sleep", 1e-3)):
+            chooser.timings[way].clear()
+            chooser.timings[way].extend([seconds] * 3)
+        adaptive.run_meeting(part, 2, "k")
+    spins = [s for _, s in sorted(seen[:2])] + [s for _, s in sorted(seen[2:4])] + \
+        [s for _, s in sorted(seen[4:])]
+    assert spins == [policy.meet_spin_reads] * 2 + [0] * 2 + [0] * 2
+    seen.clear()
+    with lz.using_config("split_when_faster", False):     # no measured switching: spin
+        adaptive.run_meeting(part, 2, "k")
+    assert sorted(seen) == [(0, policy.meet_spin_reads), (1, policy.meet_spin_reads)]

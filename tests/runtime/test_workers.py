@@ -8,38 +8,39 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.kernels import blas, conv_launch, threads, workers
+from lezero.runtime import blas, scheduler, workers
 
 
-def test_results_come_back_in_part_order_each_part_on_its_own_thread():
+def test_results_come_back_in_part_order_each_part_on_its_own_thread(threaded):
     seen = {}
 
     def part(i):
         seen[i] = threading.get_ident()
         return i * 10
-    assert threads.run_parts(part, 3) == [0, 10, 20]
+    assert scheduler.run_parts(part, 3) == [0, 10, 20]
     assert seen[0] == threading.get_ident()
     assert len(set(seen.values())) == 3
 
 
 def test_parts_run_serial_kernels_with_the_callers_settings():
     def part(i):
-        return conv_launch.serial_only(), lz.Config.conv_threads
+        return scheduler.serial_only(), lz.Config.conv_threads
     with lz.using_config("conv_threads", 7):
-        assert threads.run_parts(part, 2) == [(True, 7), (True, 7)]
-    assert not conv_launch.serial_only()          # the caller's flag comes back
+        assert scheduler.run_parts(part, 2) == [(True, 7), (True, 7)]
+    assert not scheduler.serial_only()          # the caller's flag comes back
 
 
-@pytest.mark.skipif(not blas._controllers(), reason="needs threadpoolctl and OpenBLAS")
-def test_parts_hold_blas_to_one_thread_and_restore_it():
-    before = [c.get_num_threads() for c in blas._controllers()]
-    counts = threads.run_parts(lambda i: [c.get_num_threads() for c in blas._controllers()], 2)
+@pytest.mark.skipif(not blas._blas_libs(), reason="needs threadpoolctl and OpenBLAS")
+def test_parts_hold_blas_to_one_thread_and_restore_it(threaded):
+    before = [c.get_num_threads() for c in blas._blas_libs()]
+    counts = scheduler.run_parts(lambda i: [c.get_num_threads() for c in blas._blas_libs()],
+                                 2)
     assert counts == [[1] * len(before)] * 2
-    assert [c.get_num_threads() for c in blas._controllers()] == before
+    assert [c.get_num_threads() for c in blas._blas_libs()] == before
 
 
 @pytest.mark.parametrize("failing", [0, 1])
-def test_an_error_in_any_part_is_raised_after_every_part_ended(failing):
+def test_an_error_in_any_part_is_raised_after_every_part_ended(threaded, failing):
     ended = []
 
     def part(i):
@@ -48,23 +49,23 @@ def test_an_error_in_any_part_is_raised_after_every_part_ended(failing):
         time.sleep(0.02)
         ended.append(i)
     with pytest.raises(ValueError, match=f"part {failing} failed"):
-        threads.run_parts(part, 3)
+        scheduler.run_parts(part, 3)
     assert sorted(ended) == sorted({0, 1, 2} - {failing})
-    assert threads.run_parts(lambda i: i, 3) == [0, 1, 2]     # the workers still serve
+    assert scheduler.run_parts(lambda i: i, 3) == [0, 1, 2]     # the workers still serve
 
 
 @pytest.mark.parametrize("spin", [True, False])
-def test_a_part_that_outlasts_the_spin_is_still_waited_for(monkeypatch, spin):
-    monkeypatch.setattr(workers, "SPIN_READS", 0)
-    join = workers.Join(2)
-    join.spin = spin and join.spin
-    workers.submit(lambda i: time.sleep(0.05) or "late", 2, join)
-    results, errors = join.wait()
+def test_a_part_that_outlasts_the_spin_is_still_waited_for(spin):
+    with lz.runtime.policy.using(spin_reads=0):
+        join = workers.Join(2)
+        join.spin = spin and join.spin
+        workers.submit(lambda i: time.sleep(0.05) or "late", 2, join)
+        results, errors = join.wait()
     assert results == [None, "late"] and errors == [None, None]
 
 
 def test_the_join_counts_arrivals_with_the_atomic_counter():
-    if not lz.kernels.numba_available():
+    if not lz.runtime.lazyjit.numba_available():
         pytest.skip("needs Numba")
     join = workers.Join(3)
     workers.submit(lambda i: i, 3, join)
@@ -74,13 +75,13 @@ def test_the_join_counts_arrivals_with_the_atomic_counter():
 
 
 def _split_in_child(queue):
-    queue.put(threads.run_parts(lambda i: i + 1, 2))
+    queue.put(scheduler.run_parts(lambda i: i + 1, 2))
 
 
 @pytest.mark.timeout(60)
-def test_a_forked_child_makes_its_own_workers():
+def test_a_forked_child_makes_its_own_workers(threaded):
     import multiprocessing
-    threads.run_parts(lambda i: i, 2)              # the parent's workers exist
+    scheduler.run_parts(lambda i: i, 2)              # the parent's workers exist
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     child = ctx.Process(target=_split_in_child, args=(q,))

@@ -1,11 +1,12 @@
-"""Elementwise kernels split over threads (``threads.run_elementwise``) give the same
-elements as one call."""
+"""Elementwise kernels split over threads (``runtime.run_elementwise``) give the same
+elements as one call; the part sizes are the policy's."""
 import numpy as np
 import pytest
 
 import lezero as lz
 from lezero import kernels
-from lezero.kernels import gelu, relu, threads
+from lezero.kernels import gelu, relu
+from lezero.runtime import policy, scheduler
 
 pytestmark = pytest.mark.skipif(not kernels.numba_available(), reason="needs Numba")
 
@@ -17,8 +18,7 @@ def test_gelu_split_equals_one_call(monkeypatch, split_parts, approximate):
     with lz.using_config("conv_threads", 1):
         one = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
     split_parts.clear()
-    monkeypatch.setattr(threads, "MIN_PART_ITEMS", 1000)
-    with lz.using_config("conv_threads", 3):
+    with lz.using_config("conv_threads", 3), policy.using(min_part_items=1000):
         split = gelu.gelu_numba(x, approximate), gelu.gelu_grad_numba(x, gy, approximate)
     assert split_parts == [3, 3]
     for a, b in zip(one, split):
@@ -27,8 +27,8 @@ def test_gelu_split_equals_one_call(monkeypatch, split_parts, approximate):
 
 def test_short_arrays_run_as_one_call(monkeypatch):
     calls = []
-    monkeypatch.setattr(threads, "run_split", lambda fn, n, parts: calls.append(parts))
-    threads.run_elementwise(lambda a: None, np.zeros(10, np.float32))
+    monkeypatch.setattr(scheduler, "run_split", lambda fn, n, parts: calls.append(parts))
+    scheduler.run_elementwise(lambda a: None, np.zeros(10, np.float32))
     assert calls == [1]
 
 
@@ -38,31 +38,41 @@ def test_relu_split_equals_one_call(monkeypatch, split_parts):
     gy = np.random.default_rng(1).standard_normal(x.shape).astype(np.float32)
     one = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
     split_parts.clear()
-    monkeypatch.setattr(relu, "MIN_PART_ITEMS", 1000)
-    with lz.using_config("conv_threads", 2):
+    with lz.using_config("conv_threads", 2), policy.using(cheap_min_part_items=1000):
         split = relu.relu_numba(x), relu.relu_grad_numba(x, gy)
     assert split_parts == [2, 2]
     for a, b in zip(one, split):
         np.testing.assert_array_equal(a, b)
 
 
-def test_relu_keeps_arrays_below_its_own_threshold_whole(monkeypatch):
+def test_relu_keeps_arrays_below_its_own_threshold_whole(monkeypatch, threaded):
     """ReLU's kernels are cheap per element, so they split later than GELU's: an array
     that GELU cuts in two stays one call."""
     calls = []
-    monkeypatch.setattr(threads, "run_split", lambda fn, n, parts: calls.append(parts))
-    x = np.zeros(4 * threads.MIN_PART_ITEMS, np.float32)
+    monkeypatch.setattr(scheduler, "run_split", lambda fn, n, parts: calls.append(parts))
+    x = np.zeros(4 * policy.min_part_items, np.float32)
     with lz.using_config("conv_threads", 2):
         relu.relu_numba(x)
         gelu.gelu_numba(x)
     assert calls == [1, 2]
 
 
-def test_thread_count_from_the_environment_is_read_once(monkeypatch):
-    monkeypatch.setattr(threads, "_from_environment", [])
-    monkeypatch.setenv("NUMBA_NUM_THREADS", "3")
-    assert threads.threads() == 3
-    monkeypatch.setenv("NUMBA_NUM_THREADS", "5")
-    assert threads.threads() == 3                  # cached for the process
+def test_thread_count_comes_from_the_policy_and_the_setting_wins(threaded):
+    with policy.using(threads=3):
+        assert scheduler.threads() == 3
     with lz.using_config("conv_threads", 4):
-        assert threads.threads() == 4              # the setting still wins
+        assert scheduler.threads() == 4              # the setting wins
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"NUMBA_NUM_THREADS": "3", "OMP_NUM_THREADS": "5"}, (3, "env: NUMBA_NUM_THREADS")),
+    ({"OMP_NUM_THREADS": "5"}, (5, "env: OMP_NUM_THREADS")),
+    ({"NUMBA_NUM_THREADS": "0"}, None), ({}, None)])
+def test_the_policys_thread_count_is_read_from_the_environment(monkeypatch, env, expected):
+    import os
+    from lezero.runtime import settings
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert settings._environment_threads() == (expected or (os.cpu_count() or 1, "default"))

@@ -5,7 +5,7 @@ import pytest
 
 import lezero as lz
 from lezero import nn
-from lezero.kernels import blas
+from lezero.runtime import blas, policy
 
 
 @pytest.mark.parametrize("shape", [(64, 400, 120), (20, 256, 1024), (300, 300, 300), (3, 1, 2)])
@@ -27,18 +27,21 @@ def test_is_small_threshold():
     assert blas.is_small(64, 120, 84)
     assert not blas.is_small(20, 256, 1024)     # an LSTM step's recurrent product: threaded
     assert not blas.is_small(1000, 1000, 1000)
+    with policy.using(small_flops=1e12):        # the policy's threshold, changed in code
+        assert blas.is_small(1000, 1000, 1000)
 
 
 def test_one_blas_thread_holds_and_restores_the_count():
     threadpoolctl = pytest.importorskip("threadpoolctl")
     ctl = threadpoolctl.ThreadpoolController()
+    assert blas.controller() is blas.controller()      # one controller for the process
     with ctl.limit(limits=2, user_api="blas"):
-        before = [c.get_num_threads() for c in blas._controllers()]
+        before = [c.get_num_threads() for c in blas._blas_libs()]
         with blas.one_blas_thread():
-            assert all(c.get_num_threads() == 1 for c in blas._controllers())
-        assert [c.get_num_threads() for c in blas._controllers()] == before
+            assert all(c.get_num_threads() == 1 for c in blas._blas_libs())
+        assert [c.get_num_threads() for c in blas._blas_libs()] == before
         with lz.using_config("small_gemm_one_thread", False), blas.one_blas_thread():
-            assert [c.get_num_threads() for c in blas._controllers()] == before
+            assert [c.get_num_threads() for c in blas._blas_libs()] == before
 
 
 def test_lstm_layer_same_with_and_without_one_thread():

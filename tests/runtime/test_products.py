@@ -1,13 +1,13 @@
-"""``gemm_pair.matmul_pair`` runs two large independent products at once and gives the
+"""``products.matmul_pair`` runs two large independent products at once and gives the
 products; ``linear``'s first-order backward uses it and still matches PyTorch."""
 import numpy as np
 import pytest
 
 import lezero as lz
 import lezero.functions as F
-from lezero.kernels import gemm_pair, threads
+from lezero.runtime import blas, products, scheduler
 
-pytestmark = pytest.mark.skipif(threads.blas_controller() is None,
+pytestmark = pytest.mark.skipif(blas.controller() is None,
                                 reason="splitting needs threadpoolctl")
 
 
@@ -15,23 +15,23 @@ def _arrays(rng, *shapes):
     return [rng.standard_normal(s).astype(np.float32) for s in shapes]
 
 
-def test_large_products_run_at_once_and_equal_the_reference(monkeypatch):
+def test_large_products_run_at_once_and_equal_the_reference(monkeypatch, threaded):
     ran = []
-    real = threads.run_parts
-    monkeypatch.setattr(gemm_pair, "run_parts", lambda fn, n: ran.append(n) or real(fn, n))
+    real = scheduler.run_parts
+    monkeypatch.setattr(products, "run_parts", lambda fn, n: ran.append(n) or real(fn, n))
     g, w, x = _arrays(np.random.default_rng(0), (200, 300), (300, 250), (200, 250))
     with lz.using_config("conv_threads", 2):
-        assert gemm_pair.pairs(g, w, g.T, x)
-        got = gemm_pair.matmul_pair(g, w, g.T, x)
+        assert products.pairs(g, w, g.T, x)
+        got = products.matmul_pair(g, w, g.T, x)
     assert ran == [2]
-    for a, b in zip(got, gemm_pair.matmul_pair_ref(g, w, g.T, x)):
+    for a, b in zip(got, products.matmul_pair_ref(g, w, g.T, x)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("case", ["small", "one thread", "not a plain ndarray", "setting off"])
 def test_when_it_does_not_pair(case):
     rng = np.random.default_rng(1)
-    if case == "small":                      # 2*20*30*25 flops: far below blas.SMALL_FLOPS
+    if case == "small":                      # 2*20*30*25 flops: far below policy.small_flops
         g, w, x = _arrays(rng, (20, 30), (30, 25), (20, 25))
     else:
         g, w, x = _arrays(rng, (200, 300), (300, 250), (200, 250))
@@ -39,17 +39,17 @@ def test_when_it_does_not_pair(case):
         g = g.view(type("Sub", (np.ndarray,), {}))
     with lz.using_config("conv_threads", 1 if case == "one thread" else 2), \
             lz.using_config("pair_gemms", case != "setting off"):
-        assert not gemm_pair.pairs(g, w, g.T, x)
-        got = gemm_pair.matmul_pair(g, w, g.T, x)
-    for a, b in zip(got, gemm_pair.matmul_pair_ref(g, w, g.T, x)):
+        assert not products.pairs(g, w, g.T, x)
+        got = products.matmul_pair(g, w, g.T, x)
+    for a, b in zip(got, products.matmul_pair_ref(g, w, g.T, x)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
 
 
-def test_linear_backward_pairs_and_matches_torch(monkeypatch):
+def test_linear_backward_pairs_and_matches_torch(monkeypatch, threaded):
     torch = pytest.importorskip("torch")
     ran = []
-    real = threads.run_parts
-    monkeypatch.setattr(gemm_pair, "run_parts", lambda fn, n: ran.append(n) or real(fn, n))
+    real = scheduler.run_parts
+    monkeypatch.setattr(products, "run_parts", lambda fn, n: ran.append(n) or real(fn, n))
     x0, w0, b0, gy = _arrays(np.random.default_rng(2), (4, 64, 256), (192, 256), (192,),
                              (4, 64, 192))
     x, w, b = lz.Parameter(x0), lz.Parameter(w0), lz.Parameter(b0)

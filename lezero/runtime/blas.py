@@ -1,0 +1,95 @@
+"""NumPy's BLAS threads: one threadpoolctl controller and one guard that holds them to one
+thread.
+
+* ``held_to_one_thread()``: BLAS on one thread inside a block -- the parts of a split
+  kernel run under it, each on its own core.  It touches only the BLAS libraries, found
+  once (5 us against threadpoolctl's ``limit`` at 25).
+* ``one_blas_thread()``: the same, unless ``lz.Config.small_gemm_one_thread`` is off --
+  for a block of small products (the steps of a recurrent layer).
+* ``matmul(a, b)``: a product below ``policy.small_flops`` runs on one thread.  OpenBLAS
+  threads a GEMM once it passes a few hundred thousand multiply-adds; for a small one the
+  fork and join cost more than they save, and on a busy machine the join waits for a
+  helper thread that has no core.  One thread may round differently (OpenBLAS can block
+  the summed axis differently).
+
+Without threadpoolctl, or for CuPy arrays, products run as they are.  Measurements behind
+the thresholds: docs/performance.md.
+"""
+import contextlib
+
+import numpy as np
+
+from lezero.core import get_config
+from lezero.runtime.settings import policy
+
+__all__ = ["controller", "held_to_one_thread", "one_blas_thread", "limit_all", "is_small",
+           "matmul", "matmul_ref"]
+
+_found = {}
+
+
+def controller():
+    """The one ``threadpoolctl.ThreadpoolController`` (None when threadpoolctl is missing
+    or cannot inspect this process)."""
+    if "all" not in _found:
+        try:
+            import threadpoolctl
+            _found["all"] = threadpoolctl.ThreadpoolController()
+        except Exception:
+            _found["all"] = None
+        libs = _found["all"].select(user_api="blas").lib_controllers if _found["all"] else []
+        _found["blas"] = list(libs)
+    return _found["all"]
+
+
+def _blas_libs():
+    controller()
+    return _found["blas"]
+
+
+def limit_all(n):
+    """threadpoolctl's limit of every BLAS and OpenMP pool to ``n`` threads (a context
+    object with ``restore_original_limits()``), or None without threadpoolctl."""
+    c = controller()
+    return c.limit(limits=n) if c is not None else None
+
+
+@contextlib.contextmanager
+def held_to_one_thread(enabled=True):
+    """Hold NumPy's BLAS to one thread inside the block (when ``enabled``)."""
+    libs = _blas_libs() if enabled else ()
+    before = [c.get_num_threads() for c in libs]
+    for c, n in zip(libs, before):
+        if n != 1:
+            c.set_num_threads(1)
+    try:
+        yield
+    finally:
+        for c, n in zip(libs, before):
+            if n != 1:
+                c.set_num_threads(n)
+
+
+def one_blas_thread(enabled=True):
+    """``held_to_one_thread`` when ``enabled`` and ``lz.Config.small_gemm_one_thread``."""
+    return held_to_one_thread(enabled and get_config().small_gemm_one_thread)
+
+
+def is_small(m, k, n):
+    """True when an (m, k) @ (k, n) product is below ``policy.small_flops``."""
+    return 2.0 * m * k * n < policy.small_flops
+
+
+def matmul_ref(a, b):
+    """The reference: NumPy's product as it is."""
+    return a @ b
+
+
+def matmul(a, b):
+    """``a @ b`` for 2-D arrays, on one BLAS thread when the product is small."""
+    if type(a) is np.ndarray and a.ndim == 2 and b.ndim == 2 \
+            and is_small(a.shape[0], a.shape[1], b.shape[1]) \
+            and get_config().small_gemm_one_thread:
+        with held_to_one_thread():
+            return a @ b
+    return a @ b
