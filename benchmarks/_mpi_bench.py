@@ -1,6 +1,8 @@
-"""What the MPI benchmarks of Parallel II share: relaunching themselves under mpiexec
-with one BLAS thread per rank, and the command line (measure on every rank, analyse and
-write the JSON on rank 0, or only re-analyse a recorded run with ``--report``)."""
+"""What the MPI benchmarks share: relaunching themselves under mpiexec with one BLAS
+thread per rank (rank 0's output passes through this process's ``sys.stdout``, so
+``_record.run_main`` can record it as a figures block with ``--record``), and the
+command line (measure on every rank, analyse and write the JSON on rank 0, or only
+re-analyse a recorded run with ``--report``)."""
 import argparse
 import json
 import os
@@ -15,7 +17,8 @@ THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THRE
 
 def relaunch(script, ranks):
     """Run ``script`` with this process's arguments (``--ranks N`` dropped) under
-    ``mpiexec -n ranks``; its return code."""
+    ``mpiexec -n ranks``, its output copied line by line to ``sys.stdout``; its return
+    code."""
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     env = dict(os.environ, PYTHONPATH=ROOT, **THREAD_ENV)
     args, skip = [], False
@@ -25,7 +28,11 @@ def relaunch(script, ranks):
             continue
         args.append(a)
     cmd = [mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(script), *args]
-    return subprocess.run(cmd, env=env).returncode
+    with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True) as child:
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+    return child.returncode
 
 
 def run(script, doc, measure, analyse, name, default_ranks):
@@ -53,5 +60,5 @@ def run(script, doc, measure, analyse, name, default_ranks):
     from lezero.utils.files import atomic_write
     out = args.out or os.path.join(HERE, "results", f"{name}_{world.size}.json")
     atomic_write(out, json.dumps(record, indent=1))
-    print(f"wrote {out}\n")
+    print(f"wrote {os.path.relpath(out, ROOT)}\n")
     return 0

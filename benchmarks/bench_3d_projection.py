@@ -1,6 +1,7 @@
 """Project GPT-3 (175 B) on 128 nodes: the best (dp, tp, pp) by the 3D cost model.
 
     python benchmarks/bench_3d_projection.py          # no MPI: a model, not a measurement
+    python benchmarks/bench_3d_projection.py --record # also docs/parallel.md's block
 
 The node: 8 A100 80 GB with NVLink/NVSwitch (300 GB/s per GPU each way, 75% achieved) and
 8 x 200 Gb/s HDR InfiniBand (25 GB/s per GPU, 80% achieved); 60% of the 312 TFLOP/s bf16
@@ -22,6 +23,7 @@ sys.path.insert(0, HERE)
 
 from _cost_model_3d import (Cluster, Model, Plan, best_of, days, describe,  # noqa: E402
                             fmt_time, search, step)
+from _record import run_main  # noqa: E402
 
 DESIGN_CARD = 0.92
 
@@ -99,7 +101,7 @@ def main():
     from lezero.utils.files import atomic_write
     out = os.path.join(HERE, "results", "bench_3d_projection.json")
     atomic_write(out, json.dumps(record, indent=1))
-    print(f"wrote {out}")
+    print(f"wrote {os.path.relpath(out, os.path.dirname(HERE))}")
 
 
 def _no_recompute(cluster, model):
@@ -114,4 +116,4 @@ def _no_recompute(cluster, model):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_times, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 from bench_checkpoint import TorchSaved  # noqa: E402
 
 BATCH, SIZE = 32, 32
@@ -212,4 +213,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

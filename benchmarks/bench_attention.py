@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import best_time, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 LENGTHS = (1024, 2048, 4096)
 HEAD_DIM = 64
@@ -84,4 +85,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

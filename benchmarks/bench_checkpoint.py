@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_times, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 
 def lezero_model(depth, width, shared):
@@ -208,4 +209,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -23,6 +23,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best_median, numpy_matmul_peak, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 TARGET = 1.2
 
@@ -127,4 +128,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

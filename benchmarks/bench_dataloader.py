@@ -32,6 +32,9 @@ from lezero.data import DataLoader, Subset  # noqa: E402
 from lezero.data import transforms as T  # noqa: E402
 from lezero.data.datasets import ImageFolder, NpyDataset  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import run_main  # noqa: E402
+
 MEAN, STD = [0.49, 0.48, 0.45], [0.25, 0.24, 0.26]
 
 
@@ -193,4 +196,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

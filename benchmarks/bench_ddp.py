@@ -2,6 +2,7 @@
 
     python benchmarks/bench_ddp.py            # relaunches itself as mpiexec -n 2
     mpiexec -n 2 python benchmarks/bench_ddp.py [--quick] [--out FILE]
+    python benchmarks/bench_ddp.py --quick --record   # docs/parallel.md's block
 
 One BLAS/Numba thread per rank (the machine has 2 cores).  Measured, in alternating
 rounds so that every configuration meets the same (shared, drifting) machine load:
@@ -14,13 +15,13 @@ rounds so that every configuration meets the same (shared, drifting) machine loa
    timeline, and the step time the cost model (``_ddp_model.py``) predicts;
 3. a bucket-size sweep on ResNet-18.
 
-Results go to benchmarks/results/bench_ddp.json; docs/parallel.md reads them.
+Results go to benchmarks/results/bench_ddp.json; with ``--record`` the printed report
+is also docs/parallel.md's ``bench_ddp`` figures block (``_record.py``).
 """
 import argparse
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -28,17 +29,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
-THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-              "NUMBA_NUM_THREADS": "1"}
-
-
-def relaunch():
-    """Started plainly: run this script as ``mpiexec -n 2`` with one thread per rank."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    env = dict(os.environ, PYTHONPATH=ROOT, **THREAD_ENV)
-    cmd = [mpiexec, "-n", "2", sys.executable, os.path.abspath(__file__), *sys.argv[1:]]
-    return subprocess.run(cmd, env=env).returncode
-
 
 import numpy as np  # noqa: E402
 
@@ -358,11 +348,19 @@ def main():
     from lezero.utils.files import atomic_write
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     atomic_write(args.out, json.dumps(record, indent=1))
-    print(f"\nwrote {args.out} (the machine is shared: rerun at a quiet time for firm numbers)")
+    print(f"\nwrote {os.path.relpath(args.out, ROOT)} (the machine is shared: rerun at a "
+          "quiet time for firm numbers)")
+
+
+def entry():
+    """Started plainly: relaunch as ``mpiexec -n 2`` (one thread per rank); else run."""
+    from lezero.parallel._mpi import launched_size
+    if launched_size() == 1 and "--report" not in sys.argv:
+        from _mpi_bench import relaunch
+        return relaunch(__file__, 2)
+    return main()
 
 
 if __name__ == "__main__":
-    from lezero.parallel._mpi import launched_size
-    if launched_size() == 1 and "--report" not in sys.argv:
-        sys.exit(relaunch())
-    main()
+    from _record import run_main
+    sys.exit(run_main(entry))

@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 from _common import interleaved_best, limit_threads  # noqa: E402
 
 BATCH, LR = 64, 1e-2
@@ -103,4 +104,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

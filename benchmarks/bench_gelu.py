@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import best_time, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 
 def fwd_bwd_pair(n, approximate, use_numba):
@@ -86,4 +87,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

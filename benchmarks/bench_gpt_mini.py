@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_times, limit_threads, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 VOCAB, BLOCK, LAYERS, HEADS, D_MODEL, BATCH = 256, 64, 2, 4, 128, 16
 
@@ -154,4 +155,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

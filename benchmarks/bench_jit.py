@@ -4,6 +4,7 @@ at batch 8, ResNet-18 at batch 2 (32 x 32 images) and GPT-mini forward (2 blocks
 ``torch.jit.trace`` on the same models and weights.
 
     python benchmarks/bench_jit.py          # BENCH_THREADS=n, BENCH_ROUNDS=n
+    python benchmarks/bench_jit.py --record # also docs/figures/bench_jit.md and its blocks
 
 All runs are inference (no graph recorded: ``lz.no_grad()`` / ``torch.no_grad()``), in
 alternating rounds in one process; the best time of each is printed with the ratio to
@@ -14,6 +15,7 @@ import sys
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import run_main  # noqa: E402
 from _jit_models import (CASES, best_row, check_same, lezero_case, start, timed,  # noqa: E402
                          torch_twin)
 
@@ -55,4 +57,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

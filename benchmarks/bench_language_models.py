@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best_median, limit_threads, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 SIZE = dict(hidden=128, layers=4, heads=4, vocab=512)
 CONFIGS = {
@@ -106,4 +107,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

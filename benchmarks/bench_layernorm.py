@@ -16,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 from _common import best_time  # noqa: E402  (wall clock, or CPU with BENCH_CLOCK=cpu)
 
 SHAPES = [(64, 128, 768), (8, 512, 1024), (4096, 64)]
@@ -71,4 +72,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

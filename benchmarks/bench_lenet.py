@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best_median, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 BATCH, LR, TARGET = 64, 0.01, 1.5
 SHAPES = [("c1w", (6, 1, 5, 5)), ("c1b", (6,)), ("c2w", (16, 6, 5, 5)), ("c2b", (16,)),
@@ -102,4 +103,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -16,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import best_time, interleaved_best, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 SEQ, BATCH, INPUT, HIDDEN = 35, 20, 256, 256
 LR = 0.01
@@ -99,4 +100,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 from _common import interleaved_best, limit_threads  # noqa: E402
 
 SEQ, BATCH, INPUT, HIDDEN = 35, 20, 256, 256
@@ -97,4 +98,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -12,9 +12,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import numpy_matmul_peak, report, round_ratios, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 SIZES = [784, 1000, 1000, 10]
 BATCH = 100
+TARGET = 1.0        # issue 22: the step at most this times PyTorch's (printed in the report)
 
 
 def make_weights(rng):
@@ -105,7 +107,7 @@ def main():
         ("NumPy matmuls alone vs PyTorch", floor, theirs, None),
     ])
     print(f"median of per-round ratios (warm alternating rounds): step {ratios[0]:.2f} "
-          f"(target <= 1.0: {'ok' if ratios[0] <= 1.0 else 'MISS'}), "
+          f"(target <= {TARGET:g}: {'ok' if ratios[0] <= TARGET else 'MISS'}), "
           f"NumPy matmuls alone {ratios[2]:.2f}")
     flops = 6 * BATCH * sum(a * b for a, b in zip(SIZES[:-1], SIZES[1:]))
     print(f"LeZero {flops / ours / 1e9:.1f} GFLOP/s; NumPy matmul peak "
@@ -113,4 +115,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -2,6 +2,7 @@
 coverage of the operator registry.
 
     python benchmarks/bench_onnx.py          # BENCH_THREADS=n, BENCH_ROUNDS=n
+    python benchmarks/bench_onnx.py --record # also docs/figures/bench_onnx.md and its blocks
 
 Each case (MLP at batch 1 and 64, LeNet-5 at batch 8, ResNet-18 at batch 2, GPT-mini
 forward on 4 x 64 tokens)
@@ -17,6 +18,7 @@ import tempfile
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _record import run_main  # noqa: E402
 from _jit_models import (CASES, best_row, check_same, lezero_case, start, timed,  # noqa: E402
                          torch_twin)
 
@@ -78,4 +80,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

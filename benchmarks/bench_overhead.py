@@ -14,6 +14,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import round_ratios, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
+
+# The targets of issue 22, as ratios LeZero / PyTorch (printed beside each result).
+TARGET_FORWARD, TARGET_FORWARD_BACKWARD = 2.0, 0.35
 
 
 def main():
@@ -77,8 +81,8 @@ def main():
     print("\n== one-element add: per-call time, warm alternating rounds")
     print(f"{'case':<34}{'LeZero':>10}{'PyTorch':>10}{'ratio':>8}{'target':>8}")
     for name, ours, theirs, target in [
-            ("add forward (graph recorded)", lz_fwd, t_fwd, 2.0),
-            ("add forward+backward", lz_fb, t_fb, 0.35),
+            ("add forward (graph recorded)", lz_fwd, t_fwd, TARGET_FORWARD),
+            ("add forward+backward", lz_fb, t_fb, TARGET_FORWARD_BACKWARD),
             ("add forward, no_grad", lz_nograd, t_nograd, None),
             ("mul + grad() of one node", lz_grad, t_grad, None),
             ("mul, add + backward (two nodes)", lz_two, t_two, None)]:
@@ -89,4 +93,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

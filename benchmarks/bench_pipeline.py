@@ -3,6 +3,7 @@
     python benchmarks/bench_pipeline.py                # relaunches itself: mpiexec -n 2
     python benchmarks/bench_pipeline.py --ranks 4      # mpiexec -n 4 (2 cores: oversubscribed)
     python benchmarks/bench_pipeline.py --report FILE  # re-print a recorded run
+    python benchmarks/bench_pipeline.py --quick --record   # docs/parallel.md's block
 
 One BLAS/Numba thread per rank.  The model: one stage per rank, each stage two
 ``Linear(W, W)`` + tanh, a fixed micro-batch of R rows, so every forward (and every
@@ -187,4 +188,5 @@ def report(record):
 
 if __name__ == "__main__":
     from _mpi_bench import run
-    sys.exit(run(__file__, __doc__, measure, report, "bench_pipeline", [2]))
+    from _record import run_main
+    sys.exit(run_main(lambda: run(__file__, __doc__, measure, report, "bench_pipeline", [2])))

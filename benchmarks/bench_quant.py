@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best_median, limit_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 SECTIONS = ("size", "accuracy", "kernels", "e2e")
 
@@ -401,4 +402,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_main(lambda: main(sys.argv[1:]))

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_serving.py              # a few minutes
     python benchmarks/bench_serving.py --quick      # under a minute
+    python benchmarks/bench_serving.py --record     # also docs/serving.md's figures block
 
 A server process (this script with ``--serve``) hosts each model twice -- batched
 (``max_batch_size=32, max_delay_ms=2``) and unbatched (``max_batch_size=1``) -- and the
@@ -29,6 +30,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+from _record import run_main  # noqa: E402
 
 CONCURRENCY = (1, 4, 16, 64)
 SEQ_LENGTHS = (4, 128)
@@ -250,4 +253,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import best_time, report, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 
 CASES = [  # (name, (N, C), keyword arguments)
@@ -80,4 +81,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

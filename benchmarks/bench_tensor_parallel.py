@@ -3,6 +3,7 @@
     python benchmarks/bench_tensor_parallel.py          # relaunches itself: -n 2, then -n 4
     python benchmarks/bench_tensor_parallel.py --ranks 2
     python benchmarks/bench_tensor_parallel.py --report FILE
+    python benchmarks/bench_tensor_parallel.py --quick --record   # docs/parallel.md's block
 
 One BLAS/Numba thread per rank (the machine has 2 cores: 4 ranks are oversubscribed, two
 per core).  GPT-mini (2 blocks, width 256, 8 heads, vocabulary 256, 8 sequences of 64
@@ -199,4 +200,6 @@ def analyse(record):
 
 if __name__ == "__main__":
     from _mpi_bench import run
-    sys.exit(run(__file__, __doc__, measure, analyse, "bench_tensor_parallel", [2, 4]))
+    from _record import run_main
+    sys.exit(run_main(lambda: run(__file__, __doc__, measure, analyse,
+                                  "bench_tensor_parallel", [2, 4])))

@@ -14,6 +14,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best, limit_threads, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 LENGTHS = (16, 64, 128, 256, 384)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,9 +85,9 @@ def plot(rows, out):
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     atomic_write(out, lambda f: fig.savefig(f, format="png", dpi=100))
-    print(f"wrote {out}")
+    print(f"wrote {os.path.relpath(out, ROOT)}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "docs", "figures",
-                                                             "kv_cache.png"))
+    run_main(lambda: main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        ROOT, "docs", "figures", "kv_cache.png")))

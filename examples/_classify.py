@@ -8,6 +8,7 @@ momentum and weight decay, or Adam(W); a cosine schedule stepped per batch.
 import lezero.functions as F
 from lezero import optim
 
+import _common
 from _amp import Precision, add_memory_flags
 from _common import (accuracy, bar, batches, check_args, cifar10, digits, fit, make_parser,
                      mean, to_device, write_summary)
@@ -99,6 +100,7 @@ def train_classifier(args, model, train, test, name, precise_bn=False):
     steps_per_epoch = -(-len(x) // args.batch_size)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs * steps_per_epoch)
     mp = Precision(args, model)
+    seen_at_most = _common.SMOKE_BATCHES * args.batch_size
 
     def train_epoch(epoch):
         losses, correct, seen = [], 0, 0
@@ -119,8 +121,8 @@ def train_classifier(args, model, train, test, name, precise_bn=False):
         return {"loss": mean(losses), "train_acc": correct / seen}
 
     def evaluate():
-        if precise_bn:
-            recalibrate_batch_norm(model, x, args)
+        if precise_bn:                          # --smoke: over the images it trained on
+            recalibrate_batch_norm(model, x[:seen_at_most] if args.smoke else x, args)
         return {"test_acc": accuracy(model, *test, args)}
 
     history = fit(args, {"model": model}, {"optimizer": opt}, train_epoch, evaluate,

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(HERE))      # run from a checkout without ins
 
 import lezero as lz  # noqa: E402
 from lezero import cuda  # noqa: E402
+from lezero.data.progress import EpochProgress, format_metrics, on_terminal  # noqa: E402,F401
 from lezero.random import get_rng_state, set_rng_state  # noqa: E402
 from lezero.utils.files import atomic_write  # noqa: E402
 
@@ -116,6 +117,16 @@ def require(*modules):
         raise SystemExit(f"{os.path.basename(sys.argv[0])} needs {', '.join(missing)}: "
                          f"pip install -e \".[{','.join(extras)}]\" in the checkout (or "
                          "make install, which installs every extra the examples use)")
+
+
+def init_world(**kwargs):
+    """``parallel.init(**kwargs)``.  Under mpiexec without mpi4py it exits with the
+    one-line install hint instead of a traceback (alone, the world of one needs no MPI)."""
+    from lezero import parallel
+    try:
+        return parallel.init(**kwargs)
+    except ImportError as e:
+        raise SystemExit(f"{os.path.basename(sys.argv[0])}: {e}") from None
 
 
 _watched = set()
@@ -293,15 +304,6 @@ def fit(args, modules, optimizers, train_epoch, evaluate=None, schedulers=None):
     return history
 
 
-def on_terminal():
-    """True when stderr is a terminal: progress bars are drawn only there (in a log file
-    or a pipe their carriage returns are noise; runs print a plain line per epoch)."""
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def bar(iterable=None, disable=False, **kwargs):
     """A tqdm bar on stderr, drawn only on a terminal and never under --smoke (a test
     reads that output); otherwise a silent tqdm with the same methods."""
@@ -311,40 +313,11 @@ def bar(iterable=None, disable=False, **kwargs):
     return tqdm(iterable, disable=disable or _smoke or not on_terminal(), **kwargs)
 
 
-class _Epochs:
-    """Epochs ``[start, stop)`` of ``total``: on a terminal a bar with the latest epoch's
-    metrics beside it, elsewhere one plain line per epoch on stdout (but the last, which
-    the run's ``after epoch`` line reports); ``quiet`` shows neither (ranks other than 0)."""
-
-    def __init__(self, start, stop, total, quiet=False):
-        self.total, self.quiet, self.epoch, self.stop = total, quiet, start, stop
-        self.bar = bar(range(start, stop), total=total, initial=start, desc="epochs",
-                       unit="epoch", disable=quiet)
-
-    def __iter__(self):
-        for self.epoch in self.bar:
-            yield self.epoch
-
-    def show(self, metrics):
-        if self.quiet:
-            return
-        if not self.bar.disable:
-            self.bar.set_postfix_str(format_metrics(metrics), refresh=True)
-        elif self.epoch + 1 < self.stop:
-            print(f"epoch {self.epoch + 1}/{self.total}: {format_metrics(metrics)}",
-                  flush=True)
-
-
 def epoch_progress(start, stop, total, disable=False):
-    """The run's progress over epochs ``[start, stop)`` of ``total`` (see ``_Epochs``);
-    ``show_metrics`` reports each epoch's metrics through it."""
-    return _Epochs(start, stop, total, quiet=disable)
-
-
-def format_metrics(metrics):
-    """``loss 0.1234  test_acc 0.9712  seconds 1.2``: one epoch's metrics on one line."""
-    return "  ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                     for k, v in metrics.items())
+    """The run's progress over epochs ``[start, stop)`` of ``total``: ``lezero.demo``'s
+    ``EpochProgress`` (a bar on a terminal, a plain line per epoch in a log), never a bar
+    under --smoke; ``show_metrics`` reports each epoch's metrics through it."""
+    return EpochProgress(start, stop, total, quiet=disable, draw=not _smoke and on_terminal())
 
 
 def show_metrics(epochs, metrics):

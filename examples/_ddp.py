@@ -10,8 +10,8 @@ import time
 import lezero as lz
 from lezero import parallel
 
-from _common import (check_args, epoch_progress, format_metrics, make_parser, show_metrics,
-                     thread_limit, write_history, write_summary)
+from _common import (check_args, epoch_progress, format_metrics, init_world, make_parser,
+                     show_metrics, thread_limit, write_history, write_summary)
 
 
 def ddp_parser(name, description, epochs, batch_size, lr):
@@ -28,7 +28,7 @@ def setup(parser):
     args = check_args(parser, parser.parse_args())
     if args.bucket_mb <= 0:
         parser.error("--bucket-mb must be positive")
-    world = parallel.init(timeout=args.timeout)
+    world = init_world(timeout=args.timeout)     # or the mpi4py hint, no traceback
     if args.batch_size % world.size:
         parser.error(f"--batch-size {args.batch_size} (the global batch) must divide by the "
                      f"{world.size} ranks")

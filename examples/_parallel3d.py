@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from _common import (bar, char_corpus, check_args, epoch_progress, format_metrics,
-                     make_parser, mean, show_metrics, smoke_limit, thread_limit,
+                     init_world, make_parser, mean, show_metrics, smoke_limit, thread_limit,
                      write_history, write_summary)
 from train_gpt import windows
 
@@ -40,7 +40,7 @@ def setup(p):
     args = check_args(p, p.parse_args())
     if args.steps < 1:
         p.error("--steps must be at least 1")
-    world = parallel.init(timeout=args.timeout)
+    world = init_world(timeout=args.timeout)     # or the mpi4py hint, no traceback
     parallel.model_parallel_manual_seed(args.seed)
     if world.rank == 0:
         os.makedirs(args.out, exist_ok=True)

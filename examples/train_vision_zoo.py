@@ -130,8 +130,8 @@ def run(name, argv, out=None):
         args.batch_size = min(args.batch_size, 16)
     lz.manual_seed(args.seed)
     train, test = (_upscale(d, args.image_size) for d in load_data(args))
-    if args.smoke:
-        test = tuple(a[:64] for a in test)
+    if args.smoke:                       # one test batch: a smoke run proves it runs
+        test = tuple(a[:args.batch_size] for a in test)
     model = build(name, args, 10)
     label = name if not args.full else f"{name} (full)"
     train_classifier(args, model, train, test, label, precise_bn=args.precise_bn)

@@ -5,11 +5,12 @@ download), split 80/20 with a fixed seed (1,438 training and 359 test images).  
 trains a LeNet-5 with Adam and a cosine learning-rate schedule, shows a progress bar,
 saves the trained model, loads the file into a fresh model, checks that the reloaded
 model scores the same, draws the training curves into a PNG and prints a short report.
+On a terminal a bar shows the epochs; in a log file or a pipe a plain line per epoch does.
 
     python -m lezero.demo [--epochs 20] [--batch-size 64] [--lr 1e-2] [--out runs/demo]
+    python -m lezero.demo --record     # in a checkout: the report becomes the README's block
 """
 import argparse
-import contextlib
 import os
 import sys
 import time
@@ -18,9 +19,10 @@ import numpy as np
 
 import lezero as lz
 import lezero.functions as F
-from lezero import optim
+from lezero import optim, runtime
 from lezero.data import DataLoader, TensorDataset
 from lezero.data.datasets import Digits
+from lezero.data.progress import EpochProgress
 from lezero.nn.models import LeNet5
 
 TARGET_ACCURACY = 0.97
@@ -40,42 +42,15 @@ def parse_args(argv=None):
                    help="directory for the model file and the curve plot")
     p.add_argument("--threads", type=int, default=1,
                    help="BLAS and Numba threads (default 1: the matrices are small)")
-    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--record", action="store_true",
+                   help="save the report as docs/figures/demo.md and copy it into the "
+                        "README's block (tools/doc_figures.py; a checkout only)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="show no progress (neither the bar nor the per-epoch lines)")
     args = p.parse_args(argv)
     if min(args.epochs, args.batch_size, args.threads) < 1 or args.lr <= 0:
         p.error("--epochs, --batch-size and --threads must be positive, --lr greater than 0")
     return args
-
-
-@contextlib.contextmanager
-def limit_threads(n):
-    """Run with at most ``n`` BLAS and Numba threads.
-
-    This model's matrix products are at most a few hundred thousand multiply-adds, too
-    small to gain from a second thread; and on a machine shared with other jobs, every
-    multi-threaded call waits for a busy core to pick up its second half, which made a
-    training step several times slower in our measurements.
-    """
-    limiter = None
-    try:
-        from threadpoolctl import threadpool_limits     # ships with scikit-learn
-        limiter = threadpool_limits(limits=n)
-    except ImportError:
-        pass
-    previous = None
-    try:
-        import numba
-        previous = numba.get_num_threads()
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    except ImportError:
-        pass
-    try:
-        yield
-    finally:
-        if previous is not None:
-            numba.set_num_threads(previous)
-        if limiter is not None:
-            limiter.restore_original_limits()
 
 
 def evaluate(model, images, labels, batch_size=512):
@@ -92,14 +67,14 @@ def evaluate(model, images, labels, batch_size=512):
 
 
 def train(model, loader, test_set, epochs, lr, show_progress=True):
-    """Adam with a per-step cosine schedule; returns per-epoch loss and accuracies."""
-    from tqdm import tqdm
+    """Adam with a per-step cosine schedule; returns per-epoch loss and accuracies.
+    Progress: a bar on a terminal, a plain line per epoch in a log (``EpochProgress``)."""
     opt = optim.Adam(model.parameters(), lr=lr)
     sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader))
     history = {"train_loss": [], "train_acc": [], "test_acc": []}
-    bar = tqdm(total=epochs * len(loader), desc=f"training {type(model).__name__}", unit="step",
-               disable=not show_progress, file=sys.stderr, dynamic_ncols=True)
-    for epoch in range(epochs):
+    progress = EpochProgress(0, epochs, epochs, quiet=not show_progress,
+                             desc=f"training {type(model).__name__}")
+    for epoch in progress:
         model.train()
         loss_sum = correct = seen = 0
         for x, t in loader:
@@ -112,13 +87,10 @@ def train(model, loader, test_set, epochs, lr, show_progress=True):
             loss_sum += loss.item() * len(t)
             correct += int((logits.data.argmax(axis=1) == t).sum())
             seen += len(t)
-            bar.update()
         history["train_loss"].append(loss_sum / seen)
         history["train_acc"].append(correct / seen)
         history["test_acc"].append(evaluate(model, *test_set))
-        bar.set_postfix(epoch=epoch + 1, loss=f"{loss_sum / seen:.3f}",
-                        test_acc=f"{history['test_acc'][-1]:.3f}")
-    bar.close()
+        progress.show({key: values[-1] for key, values in history.items()})
     return history
 
 
@@ -156,7 +128,7 @@ def main(argv=None):
     model = LeNet5(num_classes=10, in_channels=1, input_size=8)
 
     start = time.perf_counter()
-    with limit_threads(args.threads):
+    with runtime.limited_to(args.threads):   # small products: see its docstring
         history = train(model, loader, test_arrays, args.epochs, args.lr,
                         show_progress=not args.no_progress)
     train_seconds = time.perf_counter() - start
@@ -176,25 +148,53 @@ def main(argv=None):
               "epochs": args.epochs, "model_path": model_path, "curve_path": curve_path,
               "history": history}
     print_report(result, len(train_set), len(test_set))
+    if args.record:
+        record_report(report_lines(result, len(train_set), len(test_set)),
+                      [a for a in (sys.argv[1:] if argv is None else argv) if a != "--record"])
     if reloaded != accuracy:
         raise SystemExit(f"demo: the reloaded model scored {reloaded:.4f}, not {accuracy:.4f}")
     return result
 
 
-def print_report(r, n_train, n_test):
+def report_lines(r, n_train, n_test):
+    """The report's lines: data, size, time, loss and both accuracies, the files."""
     ok = "reached" if r["accuracy"] >= TARGET_ACCURACY else "MISSED"
     same = "same as trained" if r["reloaded_accuracy"] == r["accuracy"] else "DIFFERENT"
+    return [
+        "LeZero demo: LeNet-5 on scikit-learn's handwritten digits (8x8 real scans)",
+        f"  data               {n_train} training / {n_test} test images, fixed split",
+        f"  parameters         {r['parameters']:,}",
+        f"  training           {r['epochs']} epochs in {r['train_seconds']:.1f} s",
+        f"  final train loss   {r['history']['train_loss'][-1]:.4f}",
+        f"  test accuracy      {r['accuracy'] * 100:.2f}%  "
+        f"(target {TARGET_ACCURACY * 100:.0f}%: {ok})",
+        f"  reloaded accuracy  {r['reloaded_accuracy'] * 100:.2f}%  ({same})",
+        f"  model file         {r['model_path']}",
+        f"  training curves    {r['curve_path']}"]
+
+
+def print_report(r, n_train, n_test):
     print()
-    print("LeZero demo: LeNet-5 on scikit-learn's handwritten digits (8x8 real scans)")
-    print(f"  data               {n_train} training / {n_test} test images, fixed split")
-    print(f"  parameters         {r['parameters']:,}")
-    print(f"  training           {r['epochs']} epochs in {r['train_seconds']:.1f} s")
-    print(f"  final train loss   {r['history']['train_loss'][-1]:.4f}")
-    print(f"  test accuracy      {r['accuracy'] * 100:.2f}%  "
-          f"(target {TARGET_ACCURACY * 100:.0f}%: {ok})")
-    print(f"  reloaded accuracy  {r['reloaded_accuracy'] * 100:.2f}%  ({same})")
-    print(f"  model file         {r['model_path']}")
-    print(f"  training curves    {r['curve_path']}")
+    print("\n".join(report_lines(r, n_train, n_test)))
+
+
+def record_report(lines, argv):
+    """Save the report as the figures block ``demo`` (docs/figures/demo.md, copied into
+    the README by tools/doc_figures.py), under the command and the date."""
+    import datetime
+    import platform
+    tools = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+    if not os.path.exists(os.path.join(tools, "doc_figures.py")):
+        raise SystemExit("demo: --record writes into a checkout's docs/ (tools/doc_figures.py "
+                         "is not beside this lezero package)")
+    sys.path.insert(0, tools)
+    from doc_figures import record
+    command = " ".join(["python -m lezero.demo", *argv])
+    head = (f"Last output of `{command}` ({datetime.date.today().isoformat()}, "
+            f"{platform.machine()}, {os.cpu_count()} cores; `make figures` reruns it):")
+    body = "\n".join(lines)
+    record("demo", f"{head}\n\n```text\n{body}\n```")
+    print("recorded as docs/figures/demo.md")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,8 @@ opt = optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 rng = np.random.default_rng(0)
 steps, batch = 300, 16
 sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=3e-4)
+recent = []                     # one batch's loss is noisy: show the mean of the last 50
+print("mean training loss over each 50 steps (it falls from the uniform guess's):")
 for step in range(1, steps + 1):
     starts = rng.integers(0, len(ids) - BLOCK - 1, batch)
     xb = np.stack([ids[s:s + BLOCK] for s in starts])
@@ -81,8 +83,10 @@ for step in range(1, steps + 1):
     loss.backward()
     opt.step()
     sched.step()
+    recent.append(loss.item())
     if step % 50 == 0:
-        print(f"  step {step:3d}  loss {loss.item():.3f}")
+        print(f"  steps {step - 49:3d}-{step:3d}  loss {np.mean(recent):.3f}")
+        recent = []
 assert loss.item() < 2.3
 print("attention of head 0 after training (no longer uniform):")
 print(np.array2string(attention_weights(prompt), precision=2, suppress_small=True))

@@ -17,7 +17,10 @@ import numpy as np
 import lezero as lz
 from lezero import parallel
 
-world = parallel.init()
+try:
+    world = parallel.init()
+except ImportError as e:         # under mpiexec without mpi4py: the install hint, one line
+    raise SystemExit(str(e)) from None
 r, n = world.rank, world.size
 print(f"[rank {r}] I am rank {r} of {n} ({world.backend}); run under `mpiexec -n 4` "
       "to get four of me")

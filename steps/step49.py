@@ -26,7 +26,10 @@ import lezero.functions as F
 from lezero import nn, optim, parallel
 from lezero.data.datasets import Digits
 
-world = parallel.init()
+try:
+    world = parallel.init()
+except ImportError as e:         # under mpiexec without mpi4py: the install hint, one line
+    raise SystemExit(str(e)) from None
 lz.manual_seed(0)
 data = Digits(train=True)
 x_all = data.data.reshape(len(data.data), -1)[:256]

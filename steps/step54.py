@@ -22,7 +22,10 @@ from lezero import nn, parallel
 from lezero.nn.models.gpt import GPT, GPTConfig
 from lezero.parallel.tensor import shard_specs
 
-world = parallel.init()
+try:
+    world = parallel.init()
+except ImportError as e:         # under mpiexec without mpi4py: the install hint, one line
+    raise SystemExit(str(e)) from None
 say = print if world.rank == 0 else (lambda *a, **k: None)
 
 # 1. The algebra, two ranks by hand: columns of A, rows of B.

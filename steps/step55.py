@@ -26,6 +26,11 @@ import lezero as lz
 import lezero.functions as F
 from lezero import nn, parallel
 
+try:
+    parallel.init()              # the world the pipeline at the end runs on
+except ImportError as e:         # under mpiexec without mpi4py: the install hint, one line
+    raise SystemExit(str(e)) from None
+
 p, m = 4, 8
 gpipe, one = parallel.gpipe(p, m), parallel.one_f_one_b(p, m)
 print("1. the first ops of 1F1B:", list(one)[:3])

@@ -19,7 +19,10 @@ import lezero as lz
 from lezero import optim, parallel
 from lezero.nn.models.gpt import GPT, GPTConfig
 
-world = parallel.init()
+try:
+    world = parallel.init()
+except ImportError as e:         # under mpiexec without mpi4py: the install hint, one line
+    raise SystemExit(str(e)) from None
 say = print if world.rank == 0 else (lambda *a, **k: None)
 
 say("1. two layouts:")

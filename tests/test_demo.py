@@ -1,4 +1,5 @@
 """``make demo`` trains a real CNN on real digits, saves, reloads and reports."""
+import importlib
 import os
 
 import numpy as np
@@ -60,3 +61,60 @@ def test_demo_report_lines(tmp_path, capsys):
 def test_demo_rejects_bad_arguments(args):
     with pytest.raises(SystemExit):
         lezero.demo.main(args)
+
+
+def _small_run(epochs, show_progress=True):
+    """``train`` on 128 digits: fast, and enough to see its progress output."""
+    from lezero.data import DataLoader, TensorDataset
+    from lezero.data.datasets import Digits
+    digits = Digits(train=True)
+    x, t = digits.data[:128], digits.targets[:128]
+    loader = DataLoader(TensorDataset(x, t), batch_size=64, shuffle=True, seed=0)
+    return lezero.demo.train(LeNet5(input_size=8), loader, (x, t), epochs, 1e-2,
+                             show_progress=show_progress)
+
+
+def test_demo_into_a_log_prints_a_plain_line_per_epoch(capsys):
+    """Off a terminal (here stdout and stderr are captured): no bar, no carriage return,
+    one line per epoch but the last (the report gives that one)."""
+    history = _small_run(3)
+    out, err = capsys.readouterr()
+    assert "\r" not in out + err and "\x1b" not in out + err, repr(err[-300:])
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/3", "epoch 2/3"], out
+    assert f"loss {history['train_loss'][1]:.4g}" in lines[1]
+    assert f"test_acc {history['test_acc'][0]:.4g}" in lines[0]
+
+
+def test_demo_no_progress_prints_nothing(capsys):
+    _small_run(2, show_progress=False)
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""
+
+
+def test_epoch_progress_draws_a_bar_on_a_terminal(capsys, monkeypatch):
+    bars = importlib.import_module("lezero.data.progress")   # lezero.data.progress is the function
+    monkeypatch.setattr(bars, "on_terminal", lambda stream=None: True)
+    progress = bars.EpochProgress(0, 2, 2)
+    for epoch in progress:
+        progress.show({"loss": 1.0 / (epoch + 1)})
+    out, err = capsys.readouterr()
+    assert out == "" and "\r" in err and "2/2" in err and "loss 0.5" in err, repr(err)
+
+
+def test_record_saves_the_report_under_its_command_and_date(monkeypatch, capsys):
+    import re
+    import sys
+    import types
+    saved = []
+    fake = types.ModuleType("doc_figures")               # the real one writes into docs/
+    fake.record = lambda name, text: saved.append((name, text))
+    monkeypatch.setitem(sys.modules, "doc_figures", fake)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    lezero.demo.record_report(["LeZero demo: ...", "  test accuracy      98.33%"],
+                              ["--epochs", "2"])
+    [(name, text)] = saved
+    head = text.splitlines()[0]
+    assert name == "demo" and "`python -m lezero.demo --epochs 2`" in head
+    assert re.search(r"\(20\d\d-\d\d-\d\d, ", head) and "98.33%" in text
+    assert "recorded as docs/figures/demo.md" in capsys.readouterr().out

@@ -125,8 +125,9 @@ def third_party(names, local):
 
 
 def test_make_install_installs_what_every_script_imports():
-    local = {os.path.splitext(os.path.basename(p))[0]      # the scripts' own helpers
-             for p in SCRIPTS + glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))}
+    local = {os.path.splitext(os.path.basename(p))[0]      # the checkout's own modules
+             for p in SCRIPTS + glob.glob(os.path.join(ROOT, "benchmarks", "*.py"))
+             + glob.glob(os.path.join(ROOT, "tools", "*.py"))}
     dists = importlib.metadata.packages_distributions()
     installed = installed_by("install")
     problems = []
@@ -235,3 +236,40 @@ def test_the_torchvision_oracle_matches_torch_or_says_it_does_not():
     assert got["warnings"] == [["TorchvisionMismatchWarning", got["mismatch"]]]
     assert got["torch"] in got["mismatch"] and got["torchvision"] in got["mismatch"]
     assert "torchvision::nms" in got["mismatch"] and "docs/testing.md" in got["mismatch"]
+
+
+def started_under_mpiexec():
+    """The steps and examples that start lezero.parallel's world, the ones a reader runs
+    under mpiexec (examples through their shared _ddp or _parallel3d module)."""
+    scripts = [p for p in SCRIPTS if os.path.basename(os.path.dirname(p)) in ("steps", "examples")
+               and not os.path.basename(p).startswith("_")]
+    return [os.path.relpath(p, ROOT) for p in scripts
+            if script_imports(p) & {"lezero.parallel", "lezero.distributed", "_ddp",
+                                    "_parallel3d"}]
+
+
+def test_the_mpi_scripts_are_found():
+    found = started_under_mpiexec()
+    assert {"examples/train_ddp_cnn.py", "examples/train_3d_gpt.py", "steps/step48.py",
+            "steps/step55.py"} <= set(found) and len(found) >= 10, found
+
+
+@pytest.mark.parametrize("script", started_under_mpiexec())
+def test_under_mpiexec_without_mpi4py_a_script_stops_with_the_hint(script, tmp_path):
+    """A launcher's PMI_SIZE=2 (what mpiexec sets for each rank) with mpi4py hidden: the
+    rank stops before any work with the one-line hint, not a traceback (alone, without
+    a launcher, the same script runs as a world of one)."""
+    path = os.path.join(ROOT, script)
+    code = (f"import runpy, sys; sys.modules['mpi4py'] = None; "
+            f"sys.path.insert(0, {os.path.dirname(path)!r}); "
+            f"sys.argv = [{path!r}, '--smoke']; runpy.run_path({path!r}, run_name='__main__')")
+    env = dict(os.environ, PMI_SIZE="2", PMI_RANK="0", MPLBACKEND="Agg",
+               OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "mpi4py" in lines[0] and "pip install -e '.[mpi]'" in lines[0], lines[0]
+    assert not proc.stdout.strip(), "the check comes before any work"
+    assert os.listdir(tmp_path) == [], "nothing written (no runs/ folder)"

@@ -39,6 +39,7 @@ def output_path(name):
 def _write_atomically(path, text):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     try:
+        os.chmod(tmp, 0o644)                  # mkstemp makes 0600; pages are read by all
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

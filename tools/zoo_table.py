@@ -105,7 +105,8 @@ def collect(out_root, archive=None):
 
 def archive_runs(out_root, archive):
     """Copy each fresh non-smoke summary into ``archive`` as ``<model>.json`` (the record
-    the table is rebuilt from after ``runs/`` is gone); returns the paths written."""
+    the table is rebuilt from after ``runs/`` is gone), its command as a reader would type
+    it (no local ``--out`` folder); returns the paths written."""
     from lezero.utils.files import atomic_write
     written = []
     os.makedirs(archive, exist_ok=True)
@@ -113,6 +114,7 @@ def archive_runs(out_root, archive):
         summary = _read(path)
         if summary.get("smoke"):
             continue
+        summary["command"] = _command(summary)
         target = os.path.join(archive, f"{summary['model']}.json")
         atomic_write(target, json.dumps(summary, indent=1) + "\n")
         written.append(target)

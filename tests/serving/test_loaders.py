@@ -1,5 +1,5 @@
 """Models from files: the NAME=PATH:key=value syntax, checkpoints into zoo models, ONNX
-through onnxruntime, the .lzg hook and register_loader; ServedModel's specs."""
+through onnxruntime, real .lzg graphs saved by lezero.jit, register_loader; ServedModel's specs."""
 import numpy as np
 import pytest
 
@@ -104,22 +104,55 @@ def test_onnx_with_a_fixed_batch_axis(tmp_path):
         load_model(tmp_path / "four.onnx")
 
 
-def test_lzg_hook_and_register_loader(tmp_path, monkeypatch):
+def small_graph(path, train=False, batch=2):
+    """A real ``.lzg``: a small MLP traced by ``lezero.jit`` at ``batch`` rows and saved,
+    in eval mode (as a server calls it) unless ``train``; returns the module."""
+    from lezero import jit
+    lz.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))
+    x = np.random.default_rng(1).standard_normal((batch, 4)).astype(np.float32)
+    if train:
+        jit.trace(net, x).save(str(path))
+    else:
+        net.eval()
+        with lz.test_mode():
+            jit.trace(net, x).save(str(path))
+    return net.eval()
+
+
+def test_a_saved_lzg_serves_batches_of_any_size(tmp_path):
+    net = small_graph(tmp_path / "mlp.lzg")
+    served = load_model(tmp_path / "mlp.lzg")
+    assert served.platform == "lezero_static_graph"
+    assert served.inputs == [TensorSpec("input__0", "FP32", (4,))]   # per sample, traced
+    x = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
+    with lz.no_grad(), lz.test_mode():    # as the server's worker calls a model
+        expected = net(x).data
+        got = served.model(x)             # 5 rows through a graph traced at 2: 3 chunks
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_allclose(np.asarray(got), expected, rtol=1e-5, atol=1e-6)
+    assert served.warmup() and served.outputs[0].shape == (3,)
+
+
+def test_a_lzg_traced_in_training_mode_is_refused_with_the_reason(tmp_path):
+    small_graph(tmp_path / "train.lzg", train=True)
+    with pytest.raises(ValueError, match="traced in training mode"):
+        load_model(tmp_path / "train.lzg")
+    small_graph(tmp_path / "ok.lzg")
+    with pytest.raises(ValueError, match="takes no loader options"):
+        load_model(tmp_path / "ok.lzg", model="mlp")
+
+
+def test_lzg_without_jit_and_register_loader(tmp_path, monkeypatch):
     assert ".lzg" in loaders()
-    (tmp_path / "g.lzg").write_bytes(b"")
+    small_graph(tmp_path / "g.lzg")
     import sys
-    import types
     import lezero
     if "jit" in vars(lezero):
         monkeypatch.delattr(lezero, "jit")
     monkeypatch.setitem(sys.modules, "lezero.jit", None)        # a build without jit
     with pytest.raises(ImportError, match="StaticGraph file, which needs lezero.jit"):
         load_model(tmp_path / "g.lzg")
-    fake = types.ModuleType("lezero.jit")                       # jit.load plugs in
-    fake.load = lambda path: (lambda x: x + 1)
-    monkeypatch.setitem(sys.modules, "lezero.jit", fake)
-    graph = load_model(tmp_path / "g.lzg", shape=[2])
-    assert graph.model(np.zeros(2))[0] == 1 and graph.inputs[0].shape == (2,)
     monkeypatch.setitem(serving.loaders.__dict__["_LOADERS"], ".twice",
                         lambda path, factor=2: (lambda x: x * factor))
     (tmp_path / "m.twice").write_text("")

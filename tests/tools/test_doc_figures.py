@@ -30,6 +30,7 @@ def test_record_copies_the_output_into_the_block_and_keeps_the_prose(site):
     assert "old 1.5x" not in text and "| a | 1.2x |" in text
     assert text.startswith("# Speed\n\nprose kept\n") and text.endswith("end -->\nafter\n")
     assert doc_figures.sync(check=True) == []
+    assert os.stat(site).st_mode & 0o777 == 0o644                  # readable by all, as before
 
 
 def test_check_names_a_block_edited_by_hand_and_a_block_without_output(site):

@@ -136,6 +136,15 @@ def test_a_fresh_run_replaces_the_recorded_run_of_the_same_command(tmp_path):
     assert json.loads((archive / "m.json").read_text())["value"] == 0.97
 
 
+def test_an_archived_run_keeps_the_command_without_its_local_out_folder(tmp_path):
+    _summary(tmp_path / "runs" / "a", command=f"{sys.executable} "
+             f"{os.path.join(zoo_table.ROOT, 'examples', 'train_m.py')} --epochs 2 "
+             f"--out {tmp_path / 'runs' / 'a'}")
+    zoo_table.archive_runs(str(tmp_path / "runs"), str(tmp_path / "archive"))
+    saved = json.loads((tmp_path / "archive" / "m.json").read_text())
+    assert saved["command"] == "python examples/train_m.py --epochs 2"
+
+
 def test_every_recorded_run_is_in_the_table():
     rows = zoo_table.collect("/nonexistent", zoo_table.ARCHIVE)
     with open(DOC, encoding="utf-8") as f:
