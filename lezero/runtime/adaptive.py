@@ -24,12 +24,13 @@ __all__ = ["Faster", "SplitWhenFaster", "run_meeting", "run_update"]
 
 class Faster:
     """Of a few ``ways`` to do the same work, the one whose recent timings (the last
-    ``window`` per way, seconds per unit of work) have the lowest minimum; every
-    ``explore``-th call tries another way, to notice when the machine's state changes.
-    The minimum, because noise only ever adds time."""
+    ``window`` per way, seconds per unit of work) have the lowest minimum (or, with
+    ``median``, the lowest median); every ``explore``-th call tries another way, to notice
+    when the machine's state changes.  The minimum where noise only ever adds time; the
+    median where the noise is what is being chosen on (another process's load)."""
 
-    def __init__(self, ways, explore=None, window=None, name="Faster"):
-        self.ways = tuple(ways)
+    def __init__(self, ways, explore=None, window=None, name="Faster", median=False):
+        self.ways, self.median = tuple(ways), median
         self.explore = check_int(name, "explore",
                                  policy.split_explore if explore is None else explore, low=2)
         window = check_int(name, "window",
@@ -40,7 +41,7 @@ class Faster:
     def cost(self, way):
         """The least seconds per unit of the last calls made ``way`` (None if none)."""
         t = self.timings[way]
-        return min(t) if t else None
+        return (sorted(t)[len(t) // 2] if self.median else min(t)) if t else None
 
     def pick(self):
         """The way to run this call: each way once first, then the cheapest, exploring."""
@@ -91,14 +92,17 @@ def run_meeting(fn, count, key):
     at once, whichever the recent calls with this ``key`` measured faster.  Spinning
     pays on a quiet machine; while another process holds a core, a spinning part keeps
     its late partner waiting for that core (docs/performance.md, bounded waits).
-    ``lz.Config.split_when_faster = False`` always spins first."""
+    The median of each way's last five calls decides: under load a spinning meeting is
+    now and then fast (when the other process is descheduled), and a minimum would follow
+    those.  ``lz.Config.split_when_faster = False`` always spins first."""
     if not get_config().split_when_faster:
         return scheduler.run_meeting(lambda i, m: fn(i, m, policy.meet_spin_reads), count)
     chooser = _meetings.get(key)
     if chooser is None:
         if len(_meetings) >= 64:                    # shapes come and go: keep it bounded
             _meetings.clear()
-        chooser = _meetings[key] = Faster(("spin", "sleep"), name="run_meeting")
+        chooser = _meetings[key] = Faster(("spin", "sleep"), window=5, name="run_meeting",
+                                          median=True)
     way = chooser.pick()
     spins = policy.meet_spin_reads if way == "spin" else 0
     return chooser.timed(way, lambda: scheduler.run_meeting(lambda i, m: fn(i, m, spins),

@@ -166,3 +166,16 @@ def test_a_meeting_sleeps_at_once_while_that_is_measured_faster(monkeypatch):
     with lz.using_config("split_when_faster", False):     # no measured switching: spin
         adaptive.run_meeting(part, 2, "k")
     assert sorted(seen) == [(0, policy.meet_spin_reads), (1, policy.meet_spin_reads)]
+
+
+def test_a_median_chooser_is_not_led_by_one_lucky_call():
+    """Under load a spinning meeting is sometimes fast; the meetings' chooser looks at the
+    median of the last calls, not at the luckiest one."""
+    chooser = adaptive.Faster(("spin", "sleep"), explore=1000, window=5, median=True)
+    chooser.timings["spin"].extend([1e-4, 9e-3, 8e-3, 9e-3, 7e-3])
+    chooser.timings["sleep"].extend([4e-3, 5e-3, 4e-3, 5e-3, 4e-3])
+    assert chooser.pick() == "sleep"
+    by_min = adaptive.Faster(("spin", "sleep"), explore=1000, window=5)
+    for way in ("spin", "sleep"):
+        by_min.timings[way].extend(chooser.timings[way])
+    assert by_min.pick() == "spin"
