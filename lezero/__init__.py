@@ -27,7 +27,7 @@ __all__ = ["Variable", "Parameter", "Function", "Config", "using_config", "no_gr
 
 # Subpackages and names that pull in more code load on first use, keeping import light.
 _LAZY_MODULES = {"nn", "optim", "data", "amp", "quantization", "parallel", "distributed",
-                 "jit", "onnx", "serving", "testing", "convert", "runtime"}
+                 "jit", "onnx", "serving", "testing", "convert"}
 _LAZY_NAMES = {
     "checkpoint": ("lezero.checkpoint", "checkpoint"),
     "checkpoint_sequential": ("lezero.checkpoint", "checkpoint_sequential"),
