@@ -21,6 +21,7 @@ class Cast(Function):
     """``y = x.astype(dtype)``; the gradient is cast back to x's dtype."""
 
     autocast_policy = "passthrough"     # autocast lets its own casts through
+    save_inputs, reads_outputs = (), False   # backward needs x's dtype only
 
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)

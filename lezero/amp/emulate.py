@@ -31,7 +31,7 @@ from lezero.amp.cast import Cast, promote
 from lezero.amp.convert import convert
 from lezero.amp.dtypes import is_floating, is_low
 from lezero.amp.policy import FLOAT32_COMPUTE
-from lezero.core import FunctionHook, Variable, get_config, using_config
+from lezero.core import FunctionHook, InputRef, Variable, get_config, using_config
 
 __all__ = ["prepare", "run_in_float32", "wrap_backward", "EMULATION", "MOVEMENT", "method"]
 
@@ -136,8 +136,8 @@ def run_in_float32(function, out_dtype):
 def _up(v, create):
     """A float32 view of a low-precision Variable (or array) for backward (graph-linked
     when ``create``)."""
-    if v is None or not is_low(v.dtype):
-        return v
+    if v is None or not is_low(v.dtype) or isinstance(v, InputRef):
+        return v                                     # (a released input: no array to lift)
     if create:
         return Cast(_F32)(v)
     if _is_array(v):                                 # backward_arrays' upstream gradient

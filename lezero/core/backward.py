@@ -27,6 +27,7 @@ import heapq
 from lezero import cuda
 from lezero.core.config import get_config, pop_setting, push_setting
 from lezero.core.function import Function
+from lezero.core.inputref import InputRef
 from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
@@ -172,7 +173,7 @@ def _call_backward(f, gys, hooks, arrays=True):
             continue
         if not isinstance(gx, Variable):
             gx = Variable(as_array(gx), requires_grad=False)
-        if gx.data.shape != x.data.shape:
+        if gx.data.shape != (x.data.shape if type(x) is Variable else x.shape):
             raise ValueError(f"{type(f).__name__}.{name} returned a gradient of "
                              f"shape {gx.shape} for an input of shape {x.shape}")
         out.append(gx)
@@ -285,7 +286,7 @@ class _Pass:
         if missing:
             if len(missing) == len(gys):
                 return None
-            xp = cuda.get_array_module(f.inputs[0].data)
+            xp = cuda.get_array_module(next(g for g in gys if g is not None).data)
             for i in missing:              # an output that received no gradient: zeros
                 gys[i] = Variable(xp.zeros(*f.output_meta[i]), requires_grad=False)
         return gys
@@ -309,6 +310,8 @@ class _Pass:
             for x, gx in zip(f.inputs, _call_backward(f, gys, self.hooks, not self.create_graph)):
                 if gx is None:
                     continue
+                if type(x) is InputRef:
+                    x = x.variable()
                 total = grads.get(x)
                 total = gx if total is None else _add(total, gx)
                 if x.creator is not None:

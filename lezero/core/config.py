@@ -11,6 +11,7 @@ _DEFAULTS = {
     "enable_backprop": True,   # record graphs for backward
     "train": True,             # dropout / batch-norm behave as in training
     "function_hooks": (),      # active FunctionHook objects (see core.hooks)
+    "release_inputs": True,    # honour Functions' save_inputs (core.inputref); off to trace
 }
 # Other parts add their own settings with register_setting (kernels: use_numba).
 _PLAIN = frozenset({bool, int, float, str, type(None)})     # values a snapshot cache keys on

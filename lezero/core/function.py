@@ -15,6 +15,7 @@ import numpy as np
 
 from lezero import cuda
 from lezero.core.config import get_config
+from lezero.core.inputref import release_inputs
 from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
@@ -33,6 +34,11 @@ class Function:
     outputs = ()
     needs_input_grad = ()
     output_meta = ()      # (shape, dtype) per output, kept when there are several
+    # What backward reads (``lezero.core.inputref``): ``save_inputs`` the positions of the
+    # inputs whose data it reads (True: all); ``reads_outputs`` whether it reads
+    # ``self.outputs``, which must then stay alive (None: seen in the code of backward).
+    save_inputs = True
+    reads_outputs = None
 
     def __call__(self, *inputs):
         if self.inputs:
@@ -70,6 +76,9 @@ class Function:
             if record:
                 self.generation, y.creator, y.generation = generation, self, generation + 1
                 self.inputs, self.outputs = list(inputs), [weakref.ref(y)]
+                # generation 0: leaves and constants only, nothing worth releasing
+                if generation and self.save_inputs is not True and cfg.release_inputs:
+                    release_inputs(self)
             return y
         outputs = [Variable(y if type(y) is np.ndarray else as_array(y), None, record)
                    for y in ys]
@@ -80,6 +89,8 @@ class Function:
             self.inputs, self.outputs = list(inputs), list(map(weakref.ref, outputs))
             if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
                 self.output_meta = [(y.shape, y.dtype) for y in ys]
+            if generation and self.save_inputs is not True and cfg.release_inputs:
+                release_inputs(self)
         return outputs if len(outputs) > 1 else outputs[0]
 
     def forward(self, *xs):

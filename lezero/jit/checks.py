@@ -110,18 +110,26 @@ def check_trace(fn, args, recording, param_names, fn_name, rng_before):
     _compare_outputs(recording.graph, other.graph)
 
 
-def _dropout_p(scale):
-    """p when ``scale`` holds only 0 and 1/(1-p) (with some kept), else None."""
+def _dropout_p(scale, factor=None):
+    """p when the scale is dropout's: a bool kept mask with ``factor`` 1/(1-p) (what
+    ``F.dropout`` records), or an array of only 0 and 1/(1-p) (with some kept); else None."""
     arr = cuda.as_numpy(scale)
-    if arr.dtype.kind != "f" or arr.size < 2:
+    if arr.size < 2:
         return None
-    c = float(arr.max())
-    if c <= 1 or not np.isin(arr, (0, c)).all():
-        return None
+    if factor is not None:
+        if arr.dtype != np.bool_ or not factor > 1:
+            return None
+        c, as_type = float(factor), float
+    else:
+        if arr.dtype.kind != "f":
+            return None
+        c, as_type = float(arr.max()), arr.dtype.type
+        if c <= 1 or not np.isin(arr, (0, c)).all():
+            return None
     estimate = 1 - 1 / c
     for digits in range(1, 10):       # the p the user wrote: the shortest that reproduces c
         p = round(estimate, digits)
-        if 0 < p < 1 and arr.dtype.type(1 / (1 - p)) == arr.dtype.type(c):
+        if 0 < p < 1 and as_type(1 / (1 - p)) == as_type(c):
             return p
     return estimate
 
@@ -132,8 +140,8 @@ def mark_stochastic(graph, training):
         if node.op != "ScaleShift":
             continue
         scale, shift = node.attrs.get("scale"), node.attrs.get("shift")
-        p = _dropout_p(scale) if shift is None and isinstance(scale, cuda.array_types()) \
-            else None
+        p = _dropout_p(scale, node.attrs.get("factor")) \
+            if shift is None and isinstance(scale, cuda.array_types()) else None
         if p is not None:
             node.attrs["_dropout"] = {"p": p, "shape": tuple(scale.shape)}
         elif training and isinstance(scale, cuda.array_types()) and scale.size > 1:

@@ -64,11 +64,11 @@ class _Step:
             self.live = [slot_of[n] for n in plan.live_at[plan_index] if n in slot_of]
 
 
-def _fresh_scale(p, shape, like):
-    """The mask ``F.dropout`` would draw: (U >= p) / (1 - p), from the process generator."""
+def _fresh_mask(p, shape, like):
+    """The kept mask ``F.dropout`` would draw (U >= p, from the process generator) and the
+    factor 1 / (1 - p) of the kept elements."""
     xp = cuda.get_array_module(like)
-    keep = (get_rng(xp).random(shape, dtype="float32") >= p).astype(like.dtype)
-    return keep * (1 / (1 - p))
+    return get_rng(xp).random(shape, dtype="float32") >= p, 1 / (1 - p)
 
 
 class Program:
@@ -122,7 +122,7 @@ class Program:
                 env[self.slot_of[name]]))
         if step.dropout is not None:
             like = data_of(env[step.ins[0]])
-            f.scale = _fresh_scale(step.dropout["p"], step.dropout["shape"], like)
+            f.scale, f.factor = _fresh_mask(step.dropout["p"], step.dropout["shape"], like)
         return f
 
     def run_arrays(self, inputs):

@@ -132,7 +132,9 @@ def record(fn, args, param_names=None):
             traced.append(a)
     recorder, reads = _Recorder(), []
     live = {i for i in input_ids}
-    with using_config("enable_backprop", True), recorder, _watch_value_reads(reads, live):
+    # every input stays a Variable: the graph is read back by identity once the run ends
+    with using_config("enable_backprop", True), using_config("release_inputs", False), \
+            recorder, _watch_value_reads(reads, live):
         out = fn(*traced)
     leaves = []
     tree = flatten_outputs(out, leaves)

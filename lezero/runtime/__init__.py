@@ -11,7 +11,8 @@ on first use; ``@jit`` kernels), ``settings`` (the policy: every threshold and s
 ``blas`` (the threadpoolctl controller, the one-thread guard, small products), ``waits``
 (atomic counters; spin briefly, then sleep), ``workers`` (the worker threads and their
 join), ``scheduler`` (``run_parts`` and the splits built on it), ``adaptive`` (a split
-kept only while measured faster), ``products`` (two products at once).
+kept only while measured faster), ``products`` (two products at once), ``budget`` (the
+memory that recomputable transforms kept for backward may hold).
 ``lezero.kernels`` builds on these; nothing in ``kernels/`` starts a thread or touches
 BLAS's settings itself.
 """
@@ -34,6 +35,7 @@ from lezero.runtime.blas import is_small  # noqa: E402
 from lezero.runtime.openblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm  # noqa: E402
 from lezero.runtime.waits import arrive_and_wait, sleep_available  # noqa: E402
 from lezero.runtime import settings as _settings  # noqa: E402
+from lezero.runtime import budget  # noqa: E402,F401
 
 policy.define("blas_thread_timeout", getenv("OPENBLAS_THREAD_TIMEOUT", ""),
               "OPENBLAS_THREAD_TIMEOUT: NumPy's BLAS threads spin 2^n cycles after a product",

@@ -27,6 +27,7 @@ SETTINGS = (
     ("split_when_faster", True, "optimizer updates may split when measured faster"),
     ("pair_gemms", True, "run linear's two backward products at once"),
     ("small_gemm_one_thread", True, "run products below small_flops on one BLAS thread"),
+    ("release_inputs", True, "graphs hold inputs backward never reads as edges, no array"),
 )
 for _name, _default, _ in SETTINGS:
     register_setting(_name, _default)

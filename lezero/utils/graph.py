@@ -3,25 +3,33 @@ import os
 import shutil
 import subprocess
 
-from lezero.core import Variable
+from lezero.core import InputRef, Variable
 from lezero.utils.files import atomic_write
+
+
+def _node_id(x):
+    """A value's DOT name: its Variable's id, or for a freed one (an ``InputRef`` whose
+    Variable is gone) its creator's id and position, so both ends of an edge agree."""
+    if isinstance(x, InputRef):
+        v = x.creator.outputs[x.index]() if x.creator is not None else None
+        return f"{id(x.creator)}_{x.index}" if v is None else str(id(v))
+    return str(id(x))
 
 
 def _var_node(v, verbose):
     label = v.name or ""
-    if verbose and v.data is not None:
+    if verbose and isinstance(v, Variable) and v.data is not None:
         label += (": " if label else "") + f"{v.shape} {v.dtype}"
-    return f'{id(v)} [label="{label}", color=orange, style=filled]\n'
+    return f'{_node_id(v)} [label="{label}", color=orange, style=filled]\n'
 
 
 def _func_node(f):
     lines = [f'{id(f)} [label="{type(f).__name__}", color=lightblue, style=filled, shape=box]\n']
     for x in f.inputs:
-        lines.append(f"{id(x)} -> {id(f)}\n")
-    for ref in f.outputs:
+        lines.append(f"{_node_id(x)} -> {id(f)}\n")
+    for k, ref in enumerate(f.outputs):
         y = ref()
-        if y is not None:
-            lines.append(f"{id(f)} -> {id(y)}\n")
+        lines.append(f"{id(f)} -> {id(f)}_{k}\n" if y is None else f"{id(f)} -> {id(y)}\n")
     return "".join(lines)
 
 
@@ -30,7 +38,7 @@ def get_dot_graph(output, verbose=True):
     if not isinstance(output, Variable):
         raise TypeError(f"get_dot_graph: expected a Variable, got {type(output).__name__}")
     parts = [_var_node(output, verbose)]
-    seen, funcs = {id(output)}, []          # each node is declared once
+    seen, funcs = {_node_id(output)}, []    # each node is declared once
 
     def push(f):
         if f is not None and id(f) not in seen:
@@ -42,8 +50,8 @@ def get_dot_graph(output, verbose=True):
         f = funcs.pop()
         parts.append(_func_node(f))
         for x in f.inputs:
-            if id(x) not in seen:
-                seen.add(id(x))
+            if _node_id(x) not in seen:
+                seen.add(_node_id(x))
                 parts.append(_var_node(x, verbose))
             push(x.creator)
     return "digraph g {\n" + "".join(parts) + "}\n"

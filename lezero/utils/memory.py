@@ -19,6 +19,12 @@ Function holding it is freed.  *Activation* bytes are saved bytes minus the para
 (NumPy reports its buffers to it), on CuPy sampled from CuPy's memory pool at every
 Function call; both are relative to the start.
 
+The memory policy: ``lz.memory.policy`` is ``lezero.runtime.policy`` (printed by
+``lezero.runtime.show()``); ``policy.transform_cache_bytes`` bounds what operators keep for
+backward that they could recompute (``lezero.runtime.budget``; ``lz.memory.kept_transforms()``
+is what they hold now), and ``lz.Config.release_inputs`` lets graphs drop inputs that no
+backward reads (``lezero.core.inputref``).  docs/memory.md says what each operator keeps.
+
 Per module (with ``model``): Functions are attributed to the innermost module running when
 they are created (and to its ancestors); Functions a checkpointed block recomputes in
 backward are attributed to ``checkpoint:<name>`` as well.
@@ -29,11 +35,13 @@ import weakref
 from collections import namedtuple
 
 from lezero import cuda
-from lezero.core import FunctionHook, Variable, enable_grad
+from lezero.core import FunctionHook, InputRef, Variable, enable_grad
+from lezero.runtime import budget, policy
 from lezero.utils.files import atomic_write
 
 __all__ = ["profile", "MemoryProfiler", "SavedArray", "saved_residuals",
-           "print_saved_residuals", "measure", "plot_memory_vs_depth", "format_bytes"]
+           "print_saved_residuals", "measure", "plot_memory_vs_depth", "format_bytes",
+           "policy", "kept_transforms"]
 
 SavedArray = namedtuple("SavedArray", "op role shape dtype nbytes module parameter")
 
@@ -54,7 +62,8 @@ def _root(a):
 
 def _kept_arrays(function):
     """(role, array, the Variable holding it or None) for everything ``function`` holds."""
-    out = [(f"input {i}", x.data, x) for i, x in enumerate(function.inputs)]
+    out = [(f"input {i}", x.data, x) for i, x in enumerate(function.inputs)
+           if type(x) is not InputRef]             # a released input holds no array
     for key, value in vars(function).items():
         if key in ("inputs", "outputs"):
             continue
@@ -340,6 +349,12 @@ def print_saved_residuals(fn, *args, file=None, **kwargs):
         out = fn(*args, **kwargs)
         prof.print_saved(file=file)
     del out
+
+
+def kept_transforms():
+    """Bytes that operators keep now for backward though they could recompute them (the
+    convolutions' transforms), all graphs together; at most ``policy.transform_cache_bytes``."""
+    return budget.in_use()
 
 
 def measure(fn, *args, model=None):

@@ -103,7 +103,7 @@ def test_distributed_pad_and_drop_last_match_torch(n, replicas, drop_last):
         assert len(ours) == len(theirs)
 
 
-def test_distributed_epochs_and_errors():
+def test_distributed_epochs_and_errors(monkeypatch):
     s = DistributedSampler(range(20), num_replicas=2, rank=0, seed=0)
     first = list(s)
     s.set_epoch(1)
@@ -112,6 +112,8 @@ def test_distributed_epochs_and_errors():
     assert list(s) == first
     with pytest.raises(ValueError, match=r"rank must be in \[0, 2\), got 2"):
         DistributedSampler(range(4), num_replicas=2, rank=2)
+    # no world (whatever an earlier test in this process initialised)
+    monkeypatch.setattr("lezero.parallel.is_initialized", lambda: False)
     with pytest.raises(ValueError, match="num_replicas and rank"):
         DistributedSampler(range(4))
 

@@ -22,15 +22,21 @@ def mask(x, condition):
 
 
 class ReLU(Elementwise):
+    """Keeps its output, not its input (y > 0 exactly where x > 0): the output is what
+    the next operator keeps anyway, so a conv-bn-relu chain holds no extra array."""
+
+    save_inputs, reads_outputs = (), False
+
     def f(self, xp, x):
-        return relu_kernels.relu(x)       # a Numba select for float NumPy arrays
+        self.y = relu_kernels.relu(x)       # a Numba select for float NumPy arrays
+        return self.y
 
     def backward_arrays(self, gy):
         """First order: the kernel's array, unrecorded."""
-        return relu_kernels.relu_grad(self.inputs[0].data, gy)
+        return relu_kernels.relu_grad(self.y, gy)
 
-    def derivative(self, gy, x, y):
-        return ReLUGrad()(x, gy)
+    def backward(self, gy):
+        return ReLUGrad()(self.y, gy)
 
 
 class ReLUGrad(Function):

@@ -12,13 +12,18 @@ again these products, so one set of three serves any order of differentiation.
 
 ``cache`` is a dict that one convolution call shares between its forward and its
 backward, so an algorithm can keep a transform it would otherwise recompute (Winograd keeps
-the transformed input and filter).  Entries are keyed by the array they were computed
-from and are used only when that very array comes back (checked with ``is``).
+the transformed input and filter, im2col its columns).  Entries are keyed by the array they
+were computed from and are used only when that very array comes back (checked with
+``is``).  What is kept for backward is kept inside the memory budget
+(``lezero.runtime.budget``): an entry holds its ``Reservation`` and is dropped, with it,
+once backward has used it (``drop_kept``).
 """
 import math
 import threading
 
 import numpy as np
+
+from lezero.runtime import budget
 
 
 OPS = ("forward", "grad_input", "grad_weight")
@@ -67,10 +72,33 @@ def cached(cache, name, key):
     return None
 
 
-def store(cache, name, key, value):
+def store(cache, name, key, value, reservation=None):
     if cache is not None:
-        cache[name] = (key, value)
+        cache[name] = (key, value, reservation)
     return value
+
+
+def reserve_for_backward(cache, nbytes, need_keep_input=True):
+    """A budget Reservation of ``nbytes`` for an array to keep for backward, or None:
+    when the budget is full, or (``need_keep_input``) the weight wants no gradient."""
+    if cache is None or (need_keep_input and not cache.get("keep_input")):
+        return None
+    return budget.reserve(nbytes)
+
+
+def keep_within_budget(cache, name, key, value):
+    """Store ``value`` for backward when the budget has room for it; return it."""
+    reservation = reserve_for_backward(cache, value.nbytes, need_keep_input=False)
+    if reservation is not None:
+        store(cache, name, key, value, reservation)
+    return value
+
+
+def drop_kept(cache):
+    """Forget the entries kept for backward (giving their bytes back to the budget)."""
+    for key in [k for k, v in cache.items() if type(v) is tuple and len(v) == 3
+                and v[2] is not None]:
+        del cache[key]
 
 
 # ----- scratch buffers ------------------------------------------------------------------------

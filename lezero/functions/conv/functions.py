@@ -52,6 +52,8 @@ def _bias_grad(f, gy, index):
 class Conv(Function):
     """``y = conv(x, w) + b`` with the algorithm ``algo`` ("auto" chooses per shape)."""
 
+    reads_outputs = False
+
     def __init__(self, geom, algo="auto"):
         self.geom = geom
         self.algo = algo
@@ -73,7 +75,7 @@ class Conv(Function):
             gx = ConvGradInput(self.geom, self.algo, self.cache, fwd)(gy, w)
         if self.needs_input_grad[1]:
             gw = ConvGradWeight(self.geom, self.algo, self.cache, fwd)(x, gy)
-        drop_backward_entries(self.cache)      # transforms of gy: this backward only
+        drop_backward_entries(self.cache)      # this backward only; kept transforms too
         if len(self.inputs) == 3:
             return gx, gw, _bias_grad(self, gy, 2)
         return gx, gw
@@ -81,6 +83,8 @@ class Conv(Function):
 
 class ConvGradInput(Function):
     """``gx = conv_transpose(gy, w) + b``: the adjoint of ``Conv`` in its input."""
+
+    reads_outputs = False
 
     def __init__(self, geom, algo="auto", cache=None, prefer=None):
         self.geom = geom
@@ -108,6 +112,8 @@ class ConvGradInput(Function):
 
 class ConvGradWeight(Function):
     """``gw``: the adjoint of ``Conv`` in its weight, from ``x`` and ``gy``."""
+
+    reads_outputs = False
 
     def __init__(self, geom, algo="auto", cache=None, prefer=None):
         self.geom = geom

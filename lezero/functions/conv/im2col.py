@@ -21,7 +21,8 @@ import math
 
 from lezero.kernels import im2col as im2col_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
+from lezero.functions.conv.algorithm import (Algorithm, cached, reserve_for_backward, scratch,
+                                             store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 
@@ -64,29 +65,31 @@ def channels_first(gy, name="gy_t"):
 PER_SAMPLE_MACS = 2 ** 21
 
 # The forward pass keeps its columns for grad_weight when they are at most this large
-# (and the weight wants a gradient): re-gathering them is a third of a small layer's
-# backward, while for large layers the GEMMs dominate and the columns (K times the
-# input) would cost too much memory to keep.
+# (and the weight wants a gradient, and the memory budget has room: runtime.budget):
+# re-gathering them is a third of a small layer's backward, while for large layers the
+# GEMMs dominate and the columns (K times the input) would cost too much memory to keep.
 KEEP_COL_BYTES = 16 << 20
 
 
-def keeps_columns(prob):
-    """Whether the forward pass keeps its columns for grad_weight (size permitting)."""
+def column_bytes(prob):
+    """The bytes of the columns of ``prob``."""
     g = prob.geom
-    nbytes = prob.in_channels * g.kernel_volume * prob.batch * g.out_volume * prob.itemsize
-    return nbytes <= KEEP_COL_BYTES
+    return prob.in_channels * g.kernel_volume * prob.batch * g.out_volume * prob.itemsize
 
 
 def _columns(x, prob, cache, keep):
     """``im2col(x)``: the forward's kept columns when they are in ``cache``, else gathered
-    anew (into a new array when ``keep``, else the scratch buffer)."""
+    anew (into a new array when ``keep`` and the budget allows, else the scratch buffer)."""
     col = cached(cache, "im2col:col", x)
     if col is None:
         g = prob.geom
         shape = (prob.in_channels * g.kernel_volume, prob.batch, g.out_volume)
-        col = im2col(x, g, out=xp_of(x).empty(shape, dtype=x.dtype) if keep else None)
-        if keep:
-            store(cache, "im2col:col", x, col)
+        nbytes = column_bytes(prob)
+        kept = reserve_for_backward(cache, nbytes) if keep and nbytes <= KEEP_COL_BYTES \
+            else None
+        col = im2col(x, g, out=xp_of(x).empty(shape, dtype=x.dtype) if kept else None)
+        if kept:
+            store(cache, "im2col:col", x, col, kept)
     return col
 
 
@@ -111,8 +114,7 @@ class Im2col(Algorithm):
         xp = xp_of(x)
         G, M, kdim, L = self._dims(prob)
         N = prob.batch
-        keep = bool(cache and cache.get("keep_input")) and keeps_columns(prob)
-        col = _columns(x, prob, cache, keep).reshape(G, kdim, N, L)
+        col = _columns(x, prob, cache, True).reshape(G, kdim, N, L)
         w3 = w.reshape(G, M, kdim)
         y = xp.empty(prob.y_shape, dtype=x.dtype)
         if per_sample(prob):
@@ -165,7 +167,7 @@ class Im2col(Algorithm):
         ybytes = G * M * N * L * size
         xbytes = math.prod(prob.x_shape) * size
         # grad_weight after this algorithm's forward finds the columns kept (when small)
-        gather = 0.0 if reuse and keeps_columns(prob) else stream_seconds(col + xbytes)
+        gather = 0.0 if reuse and column_bytes(prob) <= KEEP_COL_BYTES else stream_seconds(col + xbytes)
         if per_sample(prob):
             # no channels-first copies; grad_weight sums the per-sample products instead
             if op == "forward":

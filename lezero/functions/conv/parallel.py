@@ -17,6 +17,7 @@ import dataclasses
 from lezero import cuda
 # threads: re-exported, the notebooks and users read a convolution's thread count here
 from lezero.runtime import policy, run_parts, split, threads, threads_for  # noqa: F401
+from lezero.functions.conv.algorithm import drop_kept
 
 # Which operand of each product is batched, by role: views of the same array are shared
 # between products (forward and grad_weight both cut x) so per-part caches keep working.
@@ -68,10 +69,12 @@ def run_product(algo, op, a, b, prob, cache):
 
 
 def drop_backward_entries(cache):
-    """Forget what one backward pass cached (transforms of gy), in every part's cache."""
+    """Forget what one backward pass cached (transforms of gy) and what the forward kept
+    for it (its budget given back: a second backward recomputes), in every part's cache."""
     for key in [k for k in cache if isinstance(k, tuple) and k[0] == "bwd:views"
                 or isinstance(k, str) and k.startswith("bwd:")]:
         del cache[key]
+    drop_kept(cache)
     for key, sub in cache.items():
         if isinstance(key, tuple) and key[0] == "part":
             drop_backward_entries(sub)

@@ -17,7 +17,8 @@ import numpy as np
 
 from lezero.kernels import winograd as winograd_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import Algorithm, cached, scratch, store
+from lezero.functions.conv.algorithm import (Algorithm, cached, keep_within_budget,
+                                             reserve_for_backward, scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 
 _MATS = {}
@@ -79,7 +80,7 @@ class Winograd(Algorithm):
         if u is None:
             xp = xp_of(w)
             u = filter_transform(w, matrices(self.m, w.dtype, xp)[1])
-            store(cache, f"{self.name}:U", w, u)
+            keep_within_budget(cache, f"{self.name}:U", w, u)
         return u
 
     def _input(self, x, prob, cache, keep):
@@ -90,12 +91,13 @@ class Winograd(Algorithm):
         xp = xp_of(x)
         th, tw = self._tiles(prob)
         shape = (self.alpha ** 2, x.shape[1], x.shape[0] * th * tw)
-        v = xp.empty(shape, dtype=x.dtype) if keep else scratch("wino_V", shape, x.dtype, xp)
+        kept = reserve_for_backward(cache, math.prod(shape) * x.itemsize) if keep else None
+        v = xp.empty(shape, dtype=x.dtype) if kept else scratch("wino_V", shape, x.dtype, xp)
         _, _, BT = matrices(self.m, x.dtype, xp)
         py, px = prob.geom.pad_lo
         winograd_kernels.tiles_in(x, BT, v, self.m, py, px, th, tw)
-        if keep:
-            store(cache, f"{self.name}:V", x, v)
+        if kept:
+            store(cache, f"{self.name}:V", x, v, kept)
         return v
 
     def _grad_out(self, gy, prob, cache):
@@ -114,9 +116,8 @@ class Winograd(Algorithm):
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)
         th, tw = self._tiles(prob)
-        keep = bool(cache and cache.get("keep_input"))
         u = self._filter(w, prob, cache)
-        v = self._input(x, prob, cache, keep)
+        v = self._input(x, prob, cache, keep=True)
         prod = scratch("wino_M", (self.alpha ** 2, w.shape[0], v.shape[2]), x.dtype, xp)
         xp.matmul(u, v, out=prod)
         y = xp.zeros(prob.y_shape, dtype=x.dtype)

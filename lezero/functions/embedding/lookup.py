@@ -23,6 +23,8 @@ class Embedding(Function):
     0 for padding, 1 / count for scale_grad_by_freq.
     """
 
+    reads_outputs = False
+
     def __init__(self, indices, use_weight=None):
         self.indices = indices
         self.use_weight = use_weight

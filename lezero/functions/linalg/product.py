@@ -27,6 +27,8 @@ def _mT(x):
 
 
 class MatMul(Function):
+    reads_outputs = False
+
     def forward(self, a, b):
         return a @ b
 
@@ -189,6 +191,8 @@ def outer(a, b):
 
 class Linear(Function):
     """``y = x @ weight.T + bias`` over any leading batch axes of ``x``."""
+
+    reads_outputs = False
 
     def forward(self, x, weight, bias=None):
         # The batch axes are merged (a view for contiguous x) so the product is one GEMM;

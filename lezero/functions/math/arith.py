@@ -47,15 +47,17 @@ def unbroadcast(f, gx0, gx1):
     x0, x1 = f.inputs
     n0, n1 = f.needs_input_grad
     if n0 and gx0 is not None:
-        s0 = x0.data.shape
+        s0 = x0.data.shape if type(x0) is Variable else x0.shape     # or an InputRef
         gx0 = gx0 if gx0.data.shape == s0 else sum_to(gx0, s0)   # skip the call when equal
     if n1 and gx1 is not None:
-        s1 = x1.data.shape
+        s1 = x1.data.shape if type(x1) is Variable else x1.shape
         gx1 = gx1 if gx1.data.shape == s1 else sum_to(gx1, s1)
     return (gx0 if n0 else None), (gx1 if n1 else None)
 
 
 class Add(Function):
+    save_inputs, reads_outputs = (), False      # the gradient needs the shapes only
+
     def forward(self, x0, x1):
         return x0 + x1
 
@@ -70,6 +72,8 @@ def add(x0, x1):
 
 
 class Sub(Function):
+    save_inputs, reads_outputs = (), False
+
     def forward(self, x0, x1):
         return x0 - x1
 

@@ -6,14 +6,15 @@ with ``mean`` and the biased ``var`` taken over some axes of a view of ``x`` (gr
 views (N, C, ...) as (N, G, -1)), and ``weight``/``bias`` broadcast along the channel or
 trailing axes.  RMS norm is the same without centring (``mean`` = 0).
 
-Forward computes the statistics once and keeps ``mean``, ``rstd`` and ``xhat``.  Backward
-has two forms of the same formula, with ``g = gy * weight`` and means over the axes:
+Forward computes the statistics once and keeps the per-channel ``mean`` and ``rstd``
+beside its input (PyTorch's choice): ``xhat`` is recomputed in backward, one pass over x,
+instead of a second activation-sized array held for the whole step.  Backward has two forms of the same formula, with ``g = gy * weight`` and means over the axes:
 
     gx = rstd * (g - mean(g) - xhat * mean(g * xhat)),   gweight = sum(gy * xhat),
     gbias = sum(gy)
 
 * ``backward_arrays``, first order (the usual case): raw array arithmetic on the saved
-  arrays, no recomputation;
+  input and statistics;
 * ``backward``, under ``create_graph``: the statistics are recomputed from ``x`` with
   LeZero operators and the formula is written with them, so the gradient is a graph that
   can be differentiated again (to any order).
@@ -60,6 +61,8 @@ class Normalize(Function):
         # output of 0), where layer and group norm give 1 / sqrt(0) = inf (NaN).
         self.zero_var_rstd = zero_var_rstd and eps == 0
 
+    reads_outputs = False
+
     # ----- forward -------------------------------------------------------------------
     def forward(self, x, *params):
         weight = params[0] if self.has_weight else None
@@ -92,11 +95,13 @@ class Normalize(Function):
         self.rstd = rstd
         xhat *= rstd
         xhat = xhat.reshape(x.shape)
-        if any(self.needs_input_grad):
-            self.xhat = xhat
-        if weight is None and bias is None:
-            return xhat.copy() if any(self.needs_input_grad) else xhat
-        y = xhat * weight.reshape(self.param_shape) if weight is not None else xhat.copy()
+        y = xhat                                # not kept: the output may reuse it
+        if weight is not None:
+            w = weight.reshape(self.param_shape)
+            if w.dtype == y.dtype:
+                y *= w
+            else:
+                y = y * w
         if bias is not None:
             y += bias.reshape(self.param_shape)
         return y
@@ -138,7 +143,7 @@ class Normalize(Function):
     def _array_backward(self, gy):
         if self.use_kernel:
             return self._kernel_backward(gy)
-        xhat = self.xhat
+        xhat = self._xhat()
         grads = self._param_grads(gy, xhat, sum_to_array, lambda a, s: a.reshape(s))
         gx = None
         if self.needs_input_grad[0]:
@@ -156,6 +161,14 @@ class Normalize(Function):
             g *= self.rstd
             gx = g.reshape(gy.shape)
         return (gx, *grads)
+
+    def _xhat(self):
+        """(x - mean) * rstd again, from the kept input and statistics."""
+        x = self.inputs[0].data
+        xv = x.reshape(self.view) if self.view is not None else x
+        xhat = xv - self.mean if self.center else xv.copy()
+        xhat *= self.rstd
+        return xhat.reshape(x.shape)
 
     def _kernel_backward(self, gy):
         x = self.inputs[0].data

@@ -23,7 +23,9 @@ __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool
 
 class MaxPoolNd(Function):
     """Max pooling over (N, C, H, W) or (N, C, D, H, W); ``indices`` holds each maximum's
-    flat position."""
+    flat position.  Backward needs ``indices`` and the input's shape only."""
+
+    save_inputs, reads_outputs = (), False
 
     def __init__(self, geom):
         self.geom = geom

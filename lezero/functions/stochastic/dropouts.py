@@ -22,23 +22,34 @@ ALPHA_PRIME = 1.7580993408473766
 
 
 class ScaleShift(Function):
-    """y = x * scale (+ shift): constant arrays broadcast against x (also used by rrelu)."""
+    """y = x * scale (+ shift): constant arrays broadcast against x (also used by rrelu).
 
-    def __init__(self, scale, shift=None):
+    ``scale`` may be a bool mask with ``factor`` its value where True (dropout's kept
+    mask: one byte an element held for backward instead of four)."""
+
+    save_inputs, reads_outputs = (), False
+
+    def __init__(self, scale, shift=None, factor=None):
         self.scale = scale
         self.shift = shift
+        self.factor = factor
 
     def forward(self, x):
         y = x * self.scale
+        if self.factor is not None:
+            y *= x.dtype.type(self.factor)
         return y if self.shift is None else y + self.shift
 
     def backward(self, gy):
-        return gy * as_variable(self.scale)
+        scale = self.scale
+        if self.factor is not None:
+            scale = scale * gy.dtype.type(self.factor)      # bool mask * factor, gy's dtype
+        return gy * as_variable(scale)
 
 
 def _keep_mask(arr, p, shape):
-    """1 where an element (or channel) is kept (probability 1 - p), 0 where dropped."""
-    return (get_rng(xp_of(arr)).random(shape, dtype="float32") >= p).astype(arr.dtype)
+    """True where an element (or channel) is kept (probability 1 - p)."""
+    return get_rng(xp_of(arr)).random(shape, dtype="float32") >= p
 
 
 def check_probability(op, p):
@@ -63,7 +74,7 @@ def _apply(op, x, p, training, draw):
 
 
 def _inverted_dropout(arr, p):
-    return _keep_mask(arr, p, arr.shape) * (1 / (1 - p)), None
+    return _keep_mask(arr, p, arr.shape), None, 1 / (1 - p)
 
 
 def _channel_dropout(lead):
@@ -71,7 +82,7 @@ def _channel_dropout(lead):
     axes ((sample, channel) when batched, channel alone when not), shared by the rest."""
     def draw(arr, p):
         channels = arr.shape[:lead] + (1,) * (arr.ndim - lead)
-        return _keep_mask(arr, p, channels) * (1 / (1 - p)), None
+        return _keep_mask(arr, p, channels), None, 1 / (1 - p)
     return draw
 
 
@@ -90,7 +101,7 @@ def _alpha_dropout(arr, p):
     # Kept: a * x + a * alpha' * p.  Dropped: a * alpha' * (p - 1), i.e. the saturation
     # value -alpha' sent through the same affine map; a = ((1 - p)(1 + p alpha'^2))^(-1/2)
     # brings the variance back to one.
-    keep = _keep_mask(arr, p, arr.shape)
+    keep = _keep_mask(arr, p, arr.shape).astype(arr.dtype)
     a = ((1 - p) * (1 + p * ALPHA_PRIME ** 2)) ** -0.5
     return keep * a, (keep - 1 + p) * (a * ALPHA_PRIME)
 
