@@ -30,6 +30,8 @@ def rosenbrock(v):
 v = lz.Variable(np.array([0.0, 2.0]))
 for i in range(10):
     (g,) = lz.grad(rosenbrock(v), v, create_graph=True)
-    hessian = np.stack([lz.grad(g[k], v)[0].data for k in range(2)])
+    # Both rows differentiate the same graph of g: keep it for the second (as in PyTorch,
+    # a backward frees what the graph kept unless retain_graph=True).
+    hessian = np.stack([lz.grad(g[k], v, retain_graph=True)[0].data for k in range(2)])
     v.data = v.data - np.linalg.solve(hessian, g.data)
 print("Newton on Rosenbrock after 10 iterations:", np.round(v.data, 8))

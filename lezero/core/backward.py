@@ -27,17 +27,21 @@ import heapq
 from lezero import cuda
 from lezero.core.config import get_config, pop_setting, push_setting
 from lezero.core.function import Function
-from lezero.core.inputref import InputRef
+from lezero.core.inputref import InputRef, free_saved
 from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
 
-def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False):
-    """Accumulate d(outputs)/d(leaf) into every leaf's ``.grad``."""
-    _run(_as_list(outputs), grad_outputs, retain_grad, create_graph, wanted=None)
+def backward(outputs, grad_outputs=None, retain_grad=False, create_graph=False,
+             retain_graph=None):
+    """Accumulate d(outputs)/d(leaf) into every leaf's ``.grad``.  The graph's saved
+    arrays are freed as the pass uses them unless ``retain_graph`` (default:
+    ``create_graph``), as in PyTorch."""
+    _run(_as_list(outputs), grad_outputs, retain_grad, create_graph, None, retain_graph)
 
 
-def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=False):
+def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=False,
+         retain_graph=None):
     """Return the gradients of ``outputs`` with respect to ``inputs`` as a tuple.
 
     ``.grad`` attributes are left untouched.  ``grad_outputs`` may be arrays or
@@ -49,7 +53,8 @@ def grad(outputs, inputs, grad_outputs=None, create_graph=False, allow_unused=Fa
         if not isinstance(x, Variable):
             raise TypeError(f"grad: inputs[{i}] must be a Variable, got {type(x).__name__}")
     grad_outputs = None if grad_outputs is None else _as_list(grad_outputs)
-    found = _run(_as_list(outputs), grad_outputs, False, create_graph, wanted=set(inputs))
+    found = _run(_as_list(outputs), grad_outputs, False, create_graph, set(inputs),
+                 retain_graph)
     for i, x in enumerate(inputs):
         if x not in found and not allow_unused:
             raise ValueError(f"grad: inputs[{i}] (shape {x.shape}) is not used to compute "
@@ -240,11 +245,13 @@ class _Pass:
     summed so far of each Variable still to be processed (after ``propagate``, of the
     leaves still to finish)."""
 
-    __slots__ = ("grads", "retain_grad", "create_graph", "wanted", "found", "hooks", "claimed")
+    __slots__ = ("grads", "retain_grad", "create_graph", "wanted", "found", "hooks", "claimed",
+                 "free")
 
-    def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted, hooks):
+    def __init__(self, outputs, grad_outputs, retain_grad, create_graph, wanted, hooks, free):
         self.grads = _seed(outputs, grad_outputs)
         self.retain_grad, self.create_graph, self.wanted = retain_grad, create_graph, wanted
+        self.free = free            # drop each Function's saved arrays once it has run
         self.found, self.hooks = {}, hooks
         # Caller-given gradients must be copied before they become some leaf's .grad.
         self.claimed = (set() if grad_outputs is None
@@ -307,7 +314,15 @@ class _Pass:
             gys = self.output_grads(f)
             if gys is None:
                 continue
-            for x, gx in zip(f.inputs, _call_backward(f, gys, self.hooks, not self.create_graph)):
+            if f.freed:
+                raise RuntimeError(f"backward: {type(f).__name__} was already differentiated "
+                                   "and freed what it kept; pass retain_graph=True to the "
+                                   "first backward to go through the graph again")
+            gxs = _call_backward(f, gys, self.hooks, not self.create_graph)
+            inputs = list(f.inputs) if self.free else f.inputs
+            if self.free:
+                free_saved(f, cuda.array_types())
+            for x, gx in zip(inputs, gxs):
                 if gx is None:
                     continue
                 if type(x) is InputRef:
@@ -334,7 +349,7 @@ class _Pass:
             self.finish_leaf(x, g)
 
 
-def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
+def _run(outputs, grad_outputs, retain_grad, create_graph, wanted, retain_graph=None):
     y = outputs[0]
     f = y.creator if isinstance(y, Variable) else None
     # One Function on distinct leaves (generation 0: a Function's outputs have generation
@@ -346,8 +361,9 @@ def _run(outputs, grad_outputs, retain_grad, create_graph, wanted):
         return _backward_leaves(f, y)
     token = push_setting("enable_backprop", bool(create_graph))
     try:
+        retain = create_graph if retain_graph is None else retain_graph
         state = _Pass(outputs, grad_outputs, retain_grad, create_graph, wanted,
-                      get_config().function_hooks)
+                      get_config().function_hooks, not retain)
         state.propagate(outputs)
         if state.grads:
             state.finish()

@@ -39,6 +39,7 @@ class Function:
     # ``self.outputs``, which must then stay alive (None: seen in the code of backward).
     save_inputs = True
     reads_outputs = None
+    freed = False         # its backward ran without retain_graph: what it kept is gone
 
     def __call__(self, *inputs):
         if self.inputs:

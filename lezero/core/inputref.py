@@ -7,6 +7,9 @@ position among the creator's outputs), shape, dtype and ``requires_grad``, no ar
 intermediate result that nothing else holds (``relu(bn(x))``'s batch-norm output) is then
 freed when forward returns, as in PyTorch.
 
+After a backward that does not retain the graph (``retain_graph=False``, PyTorch's
+default), ``free_saved`` drops what each Function kept, as soon as its backward has run.
+
 Kept as Variables all the same: leaves that receive ``.grad``, Variables with hooks, and
 outputs of a Function whose backward reads its outputs (``reads_outputs``; when a class
 does not say, its ``backward``/``backward_arrays`` code naming ``outputs`` means yes).
@@ -40,6 +43,8 @@ class InputRef:
                            "forward: its Function's save_inputs says backward does not read it")
 
     def variable(self):
+        if self.creator is None:        # cut by unchain_backward: a throwaway leaf
+            return Variable(None, self.name, False)
         outputs = self.creator.outputs
         v = outputs[self.index]()
         if v is None:                   # freed: a stand-in lives while the pass holds it
@@ -67,13 +72,35 @@ def _reads_outputs(cls):
     return found
 
 
-def release_inputs(f):
-    """Replace the inputs of ``f`` that its backward does not read by ``InputRef``s."""
-    keep, inputs = f.save_inputs, f.inputs
+def release_inputs(f, keep=None):
+    """Replace the inputs of ``f`` (but those in ``keep``, default ``f.save_inputs``) by
+    ``InputRef``s where the rules above allow; return how many."""
+    keep, inputs, count = f.save_inputs if keep is None else keep, f.inputs, 0
     for i, x in enumerate(inputs):
-        if i in keep or x._hooks:
+        if i in keep or x._hooks or type(x) is InputRef:
             continue
         c = x.creator
         if x.requires_grad if c is None else _reads_outputs(type(c)):
             continue            # a leaf gets .grad; a creator reading its outputs needs them
         inputs[i] = InputRef(x, c)
+        count += 1
+    return count
+
+
+def free_saved(f, arrays):
+    """``f``'s backward ran in a pass that does not retain the graph: release every input
+    that may be released and drop the arrays (of types ``arrays``, or containers of them)
+    ``f`` kept, as PyTorch frees saved tensors.  A Function that kept something is marked
+    ``freed`` (a later backward through it raises); one that kept nothing (a cast of a
+    parameter, shared by several graphs) may be differentiated again."""
+    state = f.__dict__
+    dropped = [k for k, v in state.items() if isinstance(v, arrays) or (
+        type(v) in (list, tuple, dict) and _holds(v.values() if type(v) is dict else v, arrays))]
+    for key in dropped:
+        del state[key]
+    if release_inputs(f, ()) or dropped:
+        f.freed = True
+
+
+def _holds(items, arrays):
+    return any(isinstance(v, arrays) for v in items)

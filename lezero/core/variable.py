@@ -50,11 +50,14 @@ class Variable:
 
     zero_grad = cleargrad
 
-    def backward(self, retain_grad=False, create_graph=False, grad=None):
+    def backward(self, retain_grad=False, create_graph=False, grad=None, retain_graph=None):
         """Backpropagate from this Variable, accumulating ``.grad`` on every leaf.
 
         ``grad`` is the upstream gradient (defaults to ones, as in DeZero).  With
-        ``create_graph=True`` the gradients are themselves differentiable.
+        ``create_graph=True`` the gradients are themselves differentiable.  What the graph
+        kept is freed as the pass uses it unless ``retain_graph`` (default:
+        ``create_graph``): a second backward through it then needs ``retain_graph=True``
+        the first time, as in PyTorch.
         """
         if type(retain_grad) is not bool or type(create_graph) is not bool:
             for name, flag in (("retain_grad", retain_grad), ("create_graph", create_graph)):
@@ -62,7 +65,8 @@ class Variable:
                     # PyTorch's backward takes the upstream gradient first; here a keyword.
                     raise TypeError(f"backward: {name} must be a bool, got {type(flag).__name__}"
                                     "; pass an upstream gradient as backward(grad=...)")
-        _run([self], None if grad is None else [grad], retain_grad, create_graph, None)
+        _run([self], None if grad is None else [grad], retain_grad, create_graph, None,
+             retain_graph)
 
     def register_hook(self, fn):
         """Call ``fn(grad)`` when this Variable's gradient is computed; a returned

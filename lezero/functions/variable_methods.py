@@ -19,7 +19,7 @@ import operator
 import numpy as np
 
 from lezero import cuda
-from lezero.core import Parameter, Variable
+from lezero.core import InputRef, Parameter, Variable
 from lezero.functions import tensor_methods
 
 # Operators whose first argument is the Variable itself: x.name(*args) == F.name(x, *args).
@@ -99,9 +99,15 @@ class ArrayManners:
         funcs = [self.creator] if self.creator is not None else []
         while funcs:
             f = funcs.pop()
-            for x in f.inputs:
+            for i, x in enumerate(f.inputs):
                 if x.creator is not None:
                     funcs.append(x.creator)
+                    if type(x) is InputRef:       # a released input: the live one, or cut
+                        live = x.creator.outputs[x.index]()
+                        if live is None:
+                            x.creator = None
+                            continue
+                        x = f.inputs[i] = live
                     x.unchain()
 
     @property

@@ -75,7 +75,8 @@ def run(method, steps):
     for _ in range(steps):
         (g,) = lz.grad(rosenbrock(v), v, create_graph=(method == "newton"))
         if method == "newton":
-            H = np.stack([lz.grad(g[k], v)[0].data for k in range(2)])
+            # both rows go through g's graph: keep it for the second (retain_graph)
+            H = np.stack([lz.grad(g[k], v, retain_graph=True)[0].data for k in range(2)])
             v.data = v.data - np.linalg.solve(H, g.data)
         else:
             v.data = v.data - 1e-3 * g.data

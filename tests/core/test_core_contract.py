@@ -231,7 +231,7 @@ def test_grad_builds_no_graph_and_keeps_intermediates_clean_by_default():
     x = var(2.0)
     h = x * x
     y = h * x
-    (g,) = grad(y, [x])
+    (g,) = grad(y, [x], retain_graph=True)
     assert g.creator is None and g.requires_grad is False and g.data[0] == 12.0
     assert h.grad is None and y.grad is None and x.grad is None
     (g2,) = grad(y, [x], create_graph=True)

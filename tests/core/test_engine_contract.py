@@ -67,7 +67,7 @@ def test_one_function_on_a_leaf_used_twice_sums_both_uses(create_graph):
 def test_the_same_output_twice_counts_twice():
     x = var(1.0, 3.0)
     y = (x * x).sum()
-    (g,) = grad([y, y], [x])
+    (g,) = grad([y, y], [x], retain_graph=True)
     np.testing.assert_allclose(g.data, [4.0, 12.0])       # as torch.autograd.grad([y, y])
     backward([y, y], grad_outputs=[np.array(1.0), np.array(0.5)])
     np.testing.assert_allclose(x.grad.data, [3.0, 9.0])
@@ -98,7 +98,7 @@ def test_module_level_backward_defaults_and_create_graph():
     x = var(2.0)
     h = x * x
     y = h * x                    # x^3
-    backward(y)
+    backward(y, retain_graph=True)
     assert h.grad is None and y.grad is None                 # retain_grad=False
     assert_constant(x.grad)
     assert x.grad.data[0] == 12.0

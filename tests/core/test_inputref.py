@@ -1,6 +1,7 @@
 """Inputs a Function's backward never reads are held as InputRefs: freed with their
 Variable, and gradients still reach every consumer and creator (issue 34)."""
 import gc
+import tracemalloc
 import weakref
 
 import numpy as np
@@ -93,10 +94,36 @@ def test_backward_twice_on_a_graph_whose_intermediate_was_freed():
     x = _x(3, 4)
     y = F.sum(F.relu(F.add(x, x)))
     gc.collect()
-    y.backward()
+    y.backward(retain_graph=True)
     first = x.grad.data.copy()
     y.backward()
     np.testing.assert_allclose(x.grad.data, 2 * first)
+
+
+def test_backward_frees_what_the_graph_kept_and_a_second_one_says_so():
+    x = _x(300, 400)
+    tracemalloc.start()
+    try:
+        y = F.sum(F.relu(F.add(x, x)) * 2.0)   # keeps the relu output (by ReLU and Mul)
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        y.backward()
+        x.cleargrad()
+        gc.collect()
+        freed = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert freed >= x.data.nbytes          # the relu output, no longer needed, is gone
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_create_graph_retains_the_graph_by_default():
+    x = _x(5, seed=1)
+    y = F.sum(F.relu(F.add(x, x)) ** 2)
+    (gx,) = lz.grad(y, [x], create_graph=True)
+    (gx2,) = lz.grad(y, [x])                      # the graph is still there
+    np.testing.assert_allclose(gx.data, gx2.data)
 
 
 def test_reading_a_released_input_names_what_happened():
@@ -106,3 +133,15 @@ def test_reading_a_released_input_names_what_happened():
     assert ref.shape == (3, 4) and ref.dtype == np.float64 and ref.ndim == 2
     with pytest.raises(RuntimeError, match="released after forward"):
         ref.data
+
+
+def test_a_node_that_kept_nothing_may_be_differentiated_by_two_graphs():
+    """A shared node with no saved arrays (autocast's cast of a parameter, reused by every
+    forward of a region) is not marked freed: each graph's backward goes through it."""
+    p = _x(4)
+    s = F.add(p, p)                      # kept nothing; shared by two graphs
+    y1, y2 = F.sum(s * _x(4, seed=1)), F.sum(s * _x(4, seed=2))
+    y1.backward()
+    y2.backward()
+    expected = 2 * (_x(4, seed=1).data + _x(4, seed=2).data)
+    np.testing.assert_allclose(p.grad.data, expected)

@@ -51,9 +51,10 @@ def test_dropout_keeps_a_bool_mask():
     y = F.dropout(x * 1.0, 0.5, training=True)
     f = y.creator
     assert type(f.inputs[0]) is InputRef
-    assert f.scale.dtype == np.bool_ and f.scale.shape == (32, 32)
+    mask = f.scale
+    assert mask.dtype == np.bool_ and mask.shape == (32, 32)
     y.backward(grad=np.ones((32, 32), np.float32))
-    np.testing.assert_array_equal(x.grad.data, f.scale * np.float32(2.0))
+    np.testing.assert_array_equal(x.grad.data, mask * np.float32(2.0))
 
 
 def test_add_keeps_nothing_of_its_inputs():
