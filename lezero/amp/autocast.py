@@ -59,12 +59,9 @@ class _AutocastHook(FunctionHook):
         if treatment == LOWER:
             inputs = [self._lower(x) for x in inputs]
         elif treatment == FLOAT32:
-            inputs = [_cast(x, _F32) if is_low(x.dtype) else x for x in inputs]
+            inputs = _to_float32(inputs)
         elif treatment == WIDEST:
-            floats = {x.dtype for x in inputs if is_floating(x.dtype)}
-            if len(floats) > 1:
-                widest = promote(floats)
-                inputs = [_cast(x, widest) if is_floating(x.dtype) else x for x in inputs]
+            inputs = _to_widest(inputs)
         prepare(function, inputs, treatment, self)
         if self.recorder is not None:
             self.recorder(function, treatment, rule, inputs)
@@ -84,6 +81,29 @@ class _AutocastHook(FunctionHook):
         if cacheable:
             self.cache[key] = (x, x.data, y)
         return y
+
+
+def _to_float32(inputs):
+    """Low-precision inputs cast to float32, and a 0-d float (a Python scalar, which NumPy
+    makes float64 next to bfloat16) with them: ``var(y) ** 0.5`` is float32, as in torch."""
+    low = any(is_low(x.dtype) for x in inputs if x.ndim > 0)
+    return [_cast(x, _F32) if is_low(x.dtype) or (low and x.ndim == 0 and x.dtype != _F32
+                                                  and is_floating(x.dtype)) else x
+            for x in inputs]
+
+
+def _to_widest(inputs):
+    """The floating inputs cast to the widest of their dtypes, with torch's rule for 0-d
+    inputs (Python scalars): they take the other inputs' dtype instead of widening it, so
+    a bfloat16 activation times 0.5 (a float64 scalar next to bfloat16) stays bfloat16."""
+    floats = [x for x in inputs if is_floating(x.dtype)]
+    shaped = {x.dtype for x in floats if x.ndim > 0}
+    dtypes = shaped or {x.dtype for x in floats}
+    if len({x.dtype for x in floats}) < 2:
+        return inputs
+    widest = promote(dtypes)
+    return [_cast(x, widest) if is_floating(x.dtype) and x.dtype != widest else x
+            for x in inputs]
 
 
 def _cast(x, dtype):

@@ -12,8 +12,8 @@ Three pieces, all acting on one Function *instance* (an instance serves one call
 
 * ``run_in_float32(f, out_dtype)`` wraps ``f.forward``: low inputs are upcast, float32
   outputs rounded to ``out_dtype``, and what ``f`` keeps for backward is tidied (large new
-  float32 arrays rounded, references to the float32 temporaries dropped) so memory stays
-  that of the low dtype.
+  float32 arrays rounded; cache entries holding the float32 copies of the inputs, or
+  views of them, dropped) so memory stays that of the low dtype.
 * ``wrap_backward(f, ...)`` makes ``f.backward`` run with autocast off (torch's rule:
   backward runs in the dtypes forward chose), with ``EMULATION`` active on NumPy, and
   returns each gradient in its input's dtype.  A backward whose forward ran in float32
@@ -61,34 +61,48 @@ def _is_array(a):
     return isinstance(a, cuda.array_types())
 
 
-def _refers(value, ids, depth=0):
+def _owner(a):
+    """The array that owns ``a``'s memory (NumPy points every view straight at it)."""
+    while _is_array(getattr(a, "base", None)):
+        a = a.base
+    return a
+
+
+def _refers(value, owners, depth=0):
     """True when ``value`` is, views, or holds (in tuples, lists, dicts) an array whose
-    owner's id is in ``ids``."""
+    owner's id is in ``owners``."""
     if _is_array(value):
-        while _is_array(getattr(value, "base", None)):
-            value = value.base
-        return id(value) in ids
+        return id(_owner(value)) in owners
     if depth < 3 and isinstance(value, (tuple, list)):
-        return any(_refers(v, ids, depth + 1) for v in value)
+        return any(_refers(v, owners, depth + 1) for v in value)
     if depth < 3 and isinstance(value, dict):
-        return any(_refers(v, ids, depth + 1) for v in value.values())
+        return any(_refers(v, owners, depth + 1) for v in value.values())
     return False
+
+
+def _drop_entries(cache, owners):
+    """Delete from ``cache`` (and the dicts nested in it) the entries that hold an upcast
+    input: backward presents fresh float32 copies, so they would never be found again."""
+    for k, v in list(cache.items()):
+        if isinstance(v, dict):
+            _drop_entries(v, owners)
+        elif _refers(v, owners):
+            del cache[k]
 
 
 def _tidy(function, before, originals, rounded, out_dtype, min_size):
     """After a float32 forward: make ``function`` keep low-precision arrays only; returns
-    the names of the attributes it rounded (backward gets float32 copies of them)."""
-    names = []
+    the names of the attributes it rounded (backward gets float32 copies of them).
+    ``originals``: {id(upcast copy): (the copy, the low-precision input)}."""
+    names, owners = [], {id(_owner(up)) for up, _ in originals.values()}
     for key, value in list(vars(function).items()):
         if isinstance(value, dict):                  # caches keyed by the input array
-            for k, v in list(value.items()):
-                if _refers(v, originals):
-                    del value[k]
+            _drop_entries(value, owners)
             continue
         if not _is_array(value) or before.get(key) is value:
             continue
         if id(value) in originals:                   # the upcast copy of an input
-            setattr(function, key, originals[id(value)])
+            setattr(function, key, originals[id(value)][1])
             names.append(key)
         elif id(value) in rounded:                   # an output it also keeps
             setattr(function, key, rounded[id(value)])
@@ -110,7 +124,7 @@ def run_in_float32(function, out_dtype):
         for x in xs:
             if _is_array(x) and is_low(x.dtype):
                 up = convert(x, _F32)
-                originals[id(up)] = x
+                originals[id(up)] = (up, x)
                 ins.append(up)
             else:
                 ins.append(x)

@@ -6,13 +6,15 @@ Five treatments (torch.autocast's three lists, plus the two that fall out of the
   products where low precision is fast and safe (matmul, linear, conv, einsum, RNN layers,
   attention products).
 * ``float32``: low-precision inputs are cast up to float32, and the result is float32:
-  softmax, losses, exp/log, pow, reductions, solvers: range or accuracy matters.
+  softmax, losses, exp/log, pow, sum, solvers: range or accuracy matters.
 * ``float32_compute``: the inputs keep their dtype, the arithmetic runs in float32 and the
   result (and what the operator keeps for backward) is rounded back to the input's dtype:
-  normalizations and attention's masked softmax.  This is what PyTorch's own batch_norm
-  and layer_norm kernels do with half inputs; it keeps activations small.
+  normalizations, attention's masked softmax, and the reductions torch.autocast leaves
+  alone but accumulates in float32 (mean, var, logsumexp).  This is what PyTorch's own
+  kernels do with half inputs; what backward keeps stays in the low dtype.
 * ``widest``: when floating inputs differ, all are cast to the widest (binary elementwise
-  ops, concatenation, where): so a float16 activation plus a float32 bias adds in float32.
+  ops, concatenation, where): so a float16 activation plus a float32 bias adds in float32;
+  a 0-d input (a Python scalar) takes the others' dtype, as in torch.
 * ``passthrough``: left alone (activations, pooling, shape ops, dropout...): the output
   has the input's dtype.  Any operator the table does not know is passed through.
 
@@ -64,7 +66,6 @@ _TABLE = {
     "Log1p": (FLOAT32, "log1p", "float32 (log1p)"),
     "Log2": (FLOAT32, "log2", "float32 (log2)"),
     "Log10": (FLOAT32, "log10", "float32 (log10)"),
-    "LogSumExp": (FLOAT32, "logsumexp", "passthrough (fp32 accumulation inside)"),
     "Pow": (FLOAT32, "pow, **", "float32 (pow)"),
     "Square": (FLOAT32, "square", "float32 (square is pow)"),
     "Reciprocal": (FLOAT32, "reciprocal", "float32 (reciprocal)"),
@@ -76,13 +77,10 @@ _TABLE = {
     "Sinh": (FLOAT32, "sinh", "float32 (sinh)"),
     "Tan": (FLOAT32, "tan", "float32 (tan)"),
     "Sum": (FLOAT32, "sum, every mean-reduced loss", "float32 (sum)"),
-    "Mean": (FLOAT32, "mean", "passthrough (fp32 accumulation inside)"),
     "Prod": (FLOAT32, "prod", "float32 (prod)"),
     "CumSum": (FLOAT32, "cumsum", "float32 (cumsum)"),
     "CumProd": (FLOAT32, "cumprod", "float32 (cumprod)"),
     "PNorm": (FLOAT32, "norm, normalize, cosine_similarity", "float32 (norm, normalize)"),
-    "Var": (FLOAT32, "var, std", "passthrough (fp32 accumulation inside)"),
-    "ChannelWindowSum": (FLOAT32, "local_response_norm", "passthrough"),
     "Inv": (FLOAT32, "inv", "float32 on CPU (inverse)"),
     "Det": (FLOAT32, "det", "float32 on CPU (linalg_*)"),
     "Solve": (FLOAT32, "solve", "float32 on CPU (linalg_*)"),
@@ -91,6 +89,10 @@ _TABLE = {
     "Normalize": (FLOAT32_COMPUTE, "batch_norm, layer_norm, group_norm, instance_norm, "
                   "rms_norm", "batch_norm: passthrough (fp32 inside); layer/group_norm: "
                   "float32"),
+    "LogSumExp": (FLOAT32_COMPUTE, "logsumexp", "passthrough (fp32 accumulation inside)"),
+    "Mean": (FLOAT32_COMPUTE, "mean", "passthrough (fp32 accumulation inside)"),
+    "Var": (FLOAT32_COMPUTE, "var, std", "passthrough (fp32 accumulation inside)"),
+    "ChannelWindowSum": (FLOAT32_COMPUTE, "local_response_norm", "passthrough"),
     "MaskedSoftmax": (FLOAT32_COMPUTE, "scaled_dot_product_attention's softmax",
                       "part of scaled_dot_product_attention: lower (fp32 inside)"),
     # ----- widest input type

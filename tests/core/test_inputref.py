@@ -113,7 +113,7 @@ def test_backward_frees_what_the_graph_kept_and_a_second_one_says_so():
         freed = before - tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert freed >= x.data.nbytes          # the relu output, no longer needed, is gone
+    assert freed >= 0.99 * x.data.nbytes   # the relu output, no longer needed, is gone
     with pytest.raises(RuntimeError, match="retain_graph=True"):
         y.backward()
 

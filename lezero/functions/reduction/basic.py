@@ -68,6 +68,8 @@ def expand(g, x_shape, axes, keepdims):
 
 
 class Sum(Function):
+    save_inputs, reads_outputs = (), False      # the gradient needs the shape only
+
     def __init__(self, axis, keepdims):
         self.axis = axis
         self.keepdims = keepdims
@@ -88,6 +90,8 @@ def sum(x, axis=None, keepdims=False):
 
 
 class Mean(Function):
+    save_inputs, reads_outputs = (), False
+
     def __init__(self, axis, keepdims):
         self.axis = axis
         self.keepdims = keepdims
