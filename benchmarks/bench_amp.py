@@ -4,11 +4,14 @@
     python benchmarks/bench_amp.py --part memory   # ResNet-18 activation memory only
     python benchmarks/bench_amp.py --part accuracy --seeds 0 1 2
 
-* memory: ResNet-18 (torchvision's layout, 10 classes), batch 32 of 3x32x32, one forward
-  and backward.  The peak of what the graph saves for backward, parameters (and autocast's
-  float16 copies of them) excluded: LeZero through ``lz.memory.profile``, PyTorch through
-  ``saved_tensors_hooks`` (each storage once, while alive).  Target (issue 11): float16 at
-  most 0.6x of float32.
+* memory: ResNet-18 with the CIFAR stem (bench_memory.py's workload), batch 32 of
+  3x32x32, one training step, measured as a user would with ``tracemalloc``: the bytes
+  alive once forward returns (autocast's parameter copies included) and the step's peak,
+  gradients included (``_mem_measure.lezero_step``).  Targets (issue 34): autocast keeps
+  at most 0.6x and peaks at most 0.75x of LeZero float32.  PyTorch's saved bytes
+  (``saved_tensors_hooks``, each storage once, its autocast parameter copies added) stand
+  beside; its CPU float16 convolutions take minutes a step, so bfloat16 (the same bytes)
+  stands in.  ``python benchmarks/bench_memory.py`` has every workload.
 * time: the same step; on the CPU autocast is about memory (NumPy has no float16 BLAS, so
   LeZero computes in float32 and rounds; see docs/amp.md), speed needs a GPU.
 * accuracy: LeNet-5 on scikit-learn's digits (and Fashion-MNIST where a local copy exists),
@@ -25,7 +28,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_times, set_threads  # noqa: E402
 from _record import run_main  # noqa: E402
-from bench_checkpoint import TorchSaved  # noqa: E402
 
 BATCH, SIZE = 32, 32
 
@@ -77,33 +79,27 @@ def setup():
 
 
 def memory_part(dtypes):
-    import lezero as lz
-    import torch
-    model, x, tn, tmodel, xt, tt = setup()
-    ours = {}
-    for dtype in [None] + dtypes:
-        with lz.memory.profile(live=False) as prof:
-            lezero_step(model, x, tn, dtype)()
-        ours[dtype] = prof.peak_activation_bytes
-        model.zero_grad()
-    theirs = {}
-    for dtype in [None] + dtypes:
-        tdt = None if dtype is None else getattr(torch, dtype)
-        acct = TorchSaved(tmodel.parameters())
-        with torch.autograd.graph.saved_tensors_hooks(acct.pack, acct.unpack):
-            torch_step(tmodel, xt, tt, tdt)()
-        theirs[dtype] = acct.peak
-        tmodel.zero_grad()
-    print(f"\n== ResNet-18 activation memory, batch {BATCH} of 3x{SIZE}x{SIZE} "
-          "(peak saved for backward, parameters excluded)")
-    print(f"{'dtype':<10}{'LeZero':>12}{'ratio':>8}{'PyTorch':>12}{'ratio':>8}{'target':>9}")
-    for dtype in [None] + dtypes:
-        name = dtype or "float32"
-        target = "" if dtype is None else "<= 0.6"
-        print(f"{name:<10}{ours[dtype] / 2 ** 20:>8.1f} MiB{ours[dtype] / ours[None]:>8.3f}"
-              f"{theirs[dtype] / 2 ** 20:>8.1f} MiB{theirs[dtype] / theirs[None]:>8.3f}"
-              f"{target:>9}")
-    return ours, theirs
+    """LeZero float32 against autocast(dtype) for each of ``dtypes`` on ResNet-18 (CIFAR
+    stem); PyTorch's saved bytes beside."""
+    import _mem_table as T
+    from _mem_measure import lezero_step, torch_step
+    from _mem_workloads import build_pair
+    theirs, ours = build_pair("resnet18")
+    results = {("resnet18", d or "float32"): {"lezero": lezero_step(ours, d)}
+               for d in [None] + dtypes}
+    saved = {d: torch_step(theirs, d) for d in (None, "bfloat16")}
+    print(f"\n== ResNet-18 (CIFAR stem), batch 32 of 3x32x32: LeZero autocast against "
+          f"LeZero float32, tracemalloc (kept must <= {T.AUTOCAST_KEPT}, peak must <= "
+          f"{T.AUTOCAST_PEAK})")
+    head = ["workload", "dtype", "kept MiB", "ratio", "peak MiB", "ratio"]
+    base = results[("resnet18", "float32")]["lezero"]
+    rows = [["resnet18", "float32", T.mib(base["kept"]), "1.00", T.mib(base["peak"]), "1.00"]]
+    print("\n".join(T.table(head, rows + T.autocast_rows(results, ["resnet18"], dtypes))))
+    kept = {d: f["kept"] + f["copies"] for d, f in saved.items()}
+    print(f"PyTorch saved for backward (its autocast parameter copies included): float32 "
+          f"{T.mib(kept[None])} MiB, bfloat16 {T.mib(kept['bfloat16'])} MiB "
+          f"({T.cell(T.ratio(kept['bfloat16'], kept[None]))})")
+    return results, saved
 
 
 def time_part(rounds):

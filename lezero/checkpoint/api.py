@@ -84,8 +84,8 @@ def _segment(modules):
 def checkpoint_sequential(modules, segments="sqrt", *inputs, policy=None):
     """Run ``modules`` (a Sequential or a list of callables) in ``segments`` checkpointed
     pieces ("sqrt": about sqrt(len) pieces, the memory-optimal choice).  Unlike torch the
-    last piece is checkpointed too: LeZero keeps a graph until it is dropped, so an
-    unchecked last piece would stay in memory through the whole backward.  Without inputs,
+    last piece is checkpointed too, so forward leaves only the pieces' boundaries (an
+    unchecked last piece would add its activations, about as many again).  Without inputs,
     returns a callable; ``checkpoint_sequential(modules, segments, x)`` runs it on x."""
     layers = list(modules.children()) if is_module(modules) else modules
     if not isinstance(layers, (list, tuple)) or not layers:

@@ -342,6 +342,9 @@ class _Pass:
                     if uses is not None:
                         uses[x] -= 1
                     grads[x] = total
+            # the loop's names would keep this Function's gradients alive through the next
+            # one's backward (a checkpointed block recomputes there)
+            gys = gxs = inputs = x = gx = total = None
 
     def finish(self):
         """Leaves that were outputs themselves, or never completed, get their total."""

@@ -95,6 +95,8 @@ def _is_basic(index):
 
 
 class GetItem(Function):
+    save_inputs, reads_outputs = (), False      # backward needs the input's shape only
+
     def __init__(self, index):
         self.index = index
 

@@ -39,6 +39,8 @@ def axis_tuple(op, axis, ndim, name="axis"):
 
 
 class Reshape(Function):
+    save_inputs, reads_outputs = (), False      # backward needs the input's shape only
+
     def __init__(self, shape):
         self.shape = shape
 
