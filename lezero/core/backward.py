@@ -301,7 +301,8 @@ class _Pass:
     def propagate(self, outputs):
         """Visit every Function behind ``outputs`` once, latest generation first."""
         # uses: {leaf: uses still to come}, once a leaf with post hooks asks for it
-        grads, uses, heap, queued = self.grads, None, [], set()
+        # arrays: the types free_saved drops, asked once a pass
+        grads, uses, heap, queued, arrays = self.grads, None, [], set(), cuda.array_types()
 
         def enqueue(f):     # the queue order: latest generation first, then first queued
             if f is not None and f not in queued:
@@ -321,7 +322,7 @@ class _Pass:
             gxs = _call_backward(f, gys, self.hooks, not self.create_graph)
             inputs = list(f.inputs) if self.free else f.inputs
             if self.free:
-                free_saved(f, cuda.array_types())
+                free_saved(f, arrays)
             for x, gx in zip(inputs, gxs):
                 if gx is None:
                     continue
