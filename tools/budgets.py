@@ -1,8 +1,8 @@
 """Size budgets, checked by ``make test`` before the tests run:
 
-* ``lezero/core`` holds at most 540 code lines (the engine, read in one sitting; 450
+* ``lezero/core`` holds at most 545 code lines (the engine, read in one sitting; 450
   until the graph learned to hold unread inputs as edges and to free what backward
-  used, core/inputref.py);
+  used, core/inputref.py, and to skip inputs whose array autocast dropped);
 * no file under ``lezero/`` passes 600 lines;
 * no function passes 60 lines.
 
@@ -23,7 +23,7 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "lezero")
-CORE_CODE_LINES = 540
+CORE_CODE_LINES = 545
 FILE_LINES = 600
 FUNCTION_LINES = 60
 

@@ -13,7 +13,8 @@ region is active, every Function call first passes through ``_AutocastHook``, wh
 the Function's class up in the cast policy (``amp.cast_policy``) and puts ``Cast``
 Functions in front of the inputs that need another dtype.  Parameters stay float32; their
 float16 copies are cached for the region, as torch does, so a weight used at every time
-step of an RNN is cast once.  The state lives in the per-thread configuration, so regions
+step of an RNN is cast once; when the region ends they are dropped, and backward casts
+each weight again as it reaches it (``amp.copies``).  The state lives in the per-thread configuration, so regions
 nest, ``autocast(enabled=False)`` switches it off inside, and threads do not see each
 other's regions.
 """
@@ -22,6 +23,7 @@ import functools
 import numpy as np
 
 from lezero.amp.cast import Cast, promote
+from lezero.amp.copies import drop, place
 from lezero.amp.dtypes import is_floating, is_low, resolve
 from lezero.amp.emulate import prepare
 from lezero.amp.policy import FLOAT32, LOWER, WIDEST, cast_policy
@@ -57,7 +59,7 @@ class _AutocastHook(FunctionHook):
             return inputs
         treatment, rule = cast_policy.lookup(type(function))
         if treatment == LOWER:
-            inputs = [self._lower(x) for x in inputs]
+            inputs = [self._lower(x, inputs) for x in inputs]
         elif treatment == FLOAT32:
             inputs = _to_float32(inputs)
         elif treatment == WIDEST:
@@ -67,7 +69,7 @@ class _AutocastHook(FunctionHook):
             self.recorder(function, treatment, rule, inputs)
         return inputs
 
-    def _lower(self, x):
+    def _lower(self, x, inputs):
         dtype = x.dtype
         if dtype == self.dtype or not is_floating(dtype) or dtype == np.float64:
             return x                          # torch leaves float64 alone too
@@ -79,7 +81,7 @@ class _AutocastHook(FunctionHook):
                 return hit[2]
         y = _cast(x, self.dtype)
         if cacheable:
-            self.cache[key] = (x, x.data, y)
+            self.cache[key] = (x, x.data, place(y, inputs))
         return y
 
 
@@ -142,8 +144,10 @@ class autocast:
     def __exit__(self, *exc):
         self._contexts.pop().__exit__(*exc)
         hook = self._hooks.pop()
-        if hook is not None:
-            hook.cache.clear()              # the region's float16 weight copies go now
+        if hook is not None:                # the region's float16 weight copies go now;
+            for entry in hook.cache.values():   # backward recasts them (amp.copies)
+                drop(entry[2])
+            hook.cache.clear()
         return False
 
     def __call__(self, fn):

@@ -113,10 +113,13 @@ def _tidy(function, before, originals, rounded, out_dtype, min_size):
     return names
 
 
-def run_in_float32(function, out_dtype):
+def run_in_float32(function, out_dtype, keep_dtype=None):
     """Wrap ``function.forward`` to compute in float32 and round to ``out_dtype`` (None:
-    keep float32 results); its backward (see ``wrap_backward``) then runs in float32 too."""
+    keep float32 results); its backward (see ``wrap_backward``) then runs in float32 too.
+    What it keeps is rounded to ``keep_dtype`` (default ``out_dtype``): a loss returns
+    float32 but keeps input-sized arrays in its input's dtype."""
     forward, ref = method(function, "forward"), weakref.ref(function)
+    keep = out_dtype if keep_dtype is None else keep_dtype
 
     def run(*xs):
         function = ref()
@@ -138,8 +141,8 @@ def run_in_float32(function, out_dtype):
                 for i, y in enumerate(outs):
                     if _is_array(y) and y.dtype == _F32:
                         outs[i] = rounded[id(y)] = convert(y, out_dtype)
-            sizes = [y.size for y in outs if _is_array(y)]
-            function._amp_rounded = _tidy(function, before, originals, rounded, out_dtype,
+            sizes = [y.size for y in (outs if out_dtype is not None else xs) if _is_array(y)]
+            function._amp_rounded = _tidy(function, before, originals, rounded, keep,
                                           min(sizes, default=0))
         return outs[0] if single else tuple(outs)
 
@@ -231,13 +234,14 @@ def prepare(function, inputs, treatment=None, autocast=None):
     if isinstance(function, Cast) or "_amp_prepared" in vars(function):
         return
     function._amp_prepared = True
-    arrays = [x.data for x in inputs]
+    arrays = [x.data for x in inputs if x.data is not None]   # None: a released input
     on_numpy = all(isinstance(a, np.ndarray) for a in arrays)
     floats = [a.dtype for a in arrays if is_floating(a.dtype)]
     has_low = any(is_low(d) for d in floats)
     if treatment == FLOAT32_COMPUTE:
         if floats and is_low(floats[0]):
-            run_in_float32(function, floats[0])
+            out = None if getattr(function, "float32_output", False) else floats[0]
+            run_in_float32(function, out, floats[0])
     elif has_low and on_numpy and type(function).__name__ not in MOVEMENT:
         out = promote(floats)
         run_in_float32(function, out if is_low(out) else None)

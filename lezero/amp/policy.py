@@ -52,7 +52,8 @@ _TABLE = {
     # ----- float32: range or accuracy matters
     "Softmax": (FLOAT32, "softmax, gumbel_softmax", "float32 (softmax)"),
     "LogSoftmax": (FLOAT32, "log_softmax, ctc_loss", "float32 (log_softmax)"),
-    "SoftmaxCrossEntropy": (FLOAT32, "cross_entropy", "float32 (cross_entropy)"),
+    # computed in float32, a float32 loss; keeps the low-precision logits
+    "SoftmaxCrossEntropy": (FLOAT32_COMPUTE, "cross_entropy", "float32 (cross_entropy)"),
     "NLLLoss": (FLOAT32, "nll_loss", "float32 (nll_loss)"),
     "BinaryCrossEntropy": (FLOAT32, "binary_cross_entropy", "float32 on CPU; CUDA refuses it"),
     "LogSigmoid": (FLOAT32, "logsigmoid, binary_cross_entropy_with_logits",

@@ -178,7 +178,7 @@ def _call_backward(f, gys, hooks, arrays=True):
             continue
         if not isinstance(gx, Variable):
             gx = Variable(as_array(gx), requires_grad=False)
-        if gx.data.shape != (x.data.shape if type(x) is Variable else x.shape):
+        if gx.data.shape != getattr(x.data if type(x) is Variable else x, "shape", gx.shape):
             raise ValueError(f"{type(f).__name__}.{name} returned a gradient of "
                              f"shape {gx.shape} for an input of shape {x.shape}")
         out.append(gx)

@@ -33,7 +33,7 @@ class InputRef:
         if creator is not None and len(creator.outputs) > 1:
             self.index = next(i for i, r in enumerate(creator.outputs) if r() is x)
         self.generation, self.requires_grad, self.name = x.generation, x.requires_grad, x.name
-        self.shape, self.dtype = x.data.shape, x.data.dtype
+        self.shape, self.dtype = x.shape, x.dtype
 
     ndim = property(lambda self: len(self.shape))
 
@@ -58,6 +58,7 @@ class InputRef:
 
 
 _READS = {}        # Function class -> whether its backward reads its outputs
+_HELD = Variable.data.__get__      # the array a Variable holds (amp's copies may hold none)
 
 
 def _reads_outputs(cls):
@@ -80,8 +81,8 @@ def release_inputs(f, keep=None):
         if i in keep or x._hooks or type(x) is InputRef:
             continue
         c = x.creator
-        if x.requires_grad if c is None else _reads_outputs(type(c)):
-            continue            # a leaf gets .grad; a creator reading its outputs needs them
+        if x.requires_grad if c is None else _reads_outputs(type(c)) or _HELD(x) is None:
+            continue    # a leaf gets .grad; a creator reading its outputs needs them; no data
         inputs[i] = InputRef(x, c)
         count += 1
     return count

@@ -53,6 +53,9 @@ def format_bytes(n):
         n /= 1024
 
 
+_HELD = Variable.data.__get__      # a Variable's array, without recasting amp's copies
+
+
 def _root(a):
     while isinstance(getattr(a, "base", None), cuda.array_types()):
         a = a.base
@@ -61,8 +64,8 @@ def _root(a):
 
 def _kept_arrays(function):
     """(role, array, the Variable holding it or None) for everything ``function`` holds."""
-    out = [(f"input {i}", x.data, x) for i, x in enumerate(function.inputs)
-           if type(x) is not InputRef]             # a released input holds no array
+    out = [(f"input {i}", _HELD(x), x) for i, x in enumerate(function.inputs)
+           if type(x) is not InputRef and _HELD(x) is not None]   # else: no array held
     for key, value in vars(function).items():
         if key in ("inputs", "outputs"):
             continue
@@ -234,6 +237,8 @@ class MemoryProfiler(FunctionHook):
     def _record(self, function, modules):
         entries, seen = [], set()
         for role, a, holder in _kept_arrays(function):
+            if type(holder).__name__ == "ParamCopy":
+                continue        # autocast drops it when the region ends (amp.copies)
             root = _root(a)
             rid = id(root)
             if holder is not None and holder.requires_grad and (

@@ -122,14 +122,18 @@ def test_reductions_torch_accumulates_in_float32_keep_the_low_input(name, reduce
     assert w.grad.dtype == np.float32 and np.isfinite(w.grad.data).all()
 
 
-def test_a_cast_keeps_no_input():
+def test_a_cast_keeps_no_input_and_cross_entropy_keeps_the_low_logits():
     lin = nn.Linear(16, 10)
     with amp.autocast():
-        logits = lin(F.relu(_image((8, 16))))
+        logits = lin(lz.Variable(_image((8, 16)).data) * 2.0)   # float32, cast for lin
         loss = F.cross_entropy(logits, np.arange(8) % 10)
-    up = loss.creator.inputs[0].creator
+    ce = loss.creator
+    assert loss.dtype == np.float32                           # the loss stays float32
+    assert isinstance(ce.inputs[0], lz.core.InputRef)         # the float16 logits are gone
+    assert ce.logits.dtype == np.float16 and not hasattr(ce, "exp")
+    up = ce.inputs[0].creator.inputs[0].creator               # lin's input cast
     assert isinstance(up, amp.Cast) and up.save_inputs == ()
-    assert isinstance(up.inputs[0], lz.core.InputRef)      # the float16 logits are gone
+    assert isinstance(up.inputs[0], lz.core.InputRef)         # its float32 input is gone
     loss.backward()
     assert lin.weight.grad.dtype == np.float32
 
@@ -182,3 +186,48 @@ def test_python_scalars_do_not_widen_the_low_dtype(name):
     assert lrn.dtype == np.float32
     F.sum(lrn).backward()
     assert w.grad.dtype == np.float32
+
+
+def _mlp_step(backward_inside):
+    lz.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
+                          nn.Linear(32, 10))
+    x, t = _image((8, 16)), np.arange(8) % 10
+    with amp.autocast():
+        loss = F.cross_entropy(model(x), t)
+        if backward_inside:
+            loss.backward()
+    if not backward_inside:
+        copy = loss.creator.inputs[0].creator.inputs[1]          # the last weight's copy
+        assert type(copy) is amp.copies.ParamCopy
+        assert lz.Variable.data.__get__(copy) is None            # dropped with the region
+        assert copy.shape == (10, 32) and copy.dtype == np.float16
+        loss.backward()
+    return [p.grad.data for p in model.parameters()]
+
+
+def test_weight_copies_are_dropped_after_the_region_and_recast_in_backward():
+    for a, b in zip(_mlp_step(False), _mlp_step(True)):
+        np.testing.assert_array_equal(a, b)        # the recast copy is the same copy
+
+
+class _Order(FunctionHook):
+    def __init__(self):
+        self.names = []
+
+    def backward_postprocess(self, function, grad_outputs):
+        self.names.append(type(function).__name__)
+
+
+def test_a_weight_cast_runs_right_after_its_last_consumer():
+    model = nn.Sequential(nn.Linear(16, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                          nn.Linear(32, 10))
+    with amp.autocast():
+        loss = F.sum(model(_image((8, 16))))
+    order = _Order()
+    with lz.using_config("function_hooks", (order,)):
+        loss.backward()
+    linears = [i for i, n in enumerate(order.names) if n == "Linear"]
+    # each Linear's weight (and bias) casts come before the next Linear's backward
+    for a, b in zip(linears, linears[1:]):
+        assert "Cast" in order.names[a + 1:b], order.names

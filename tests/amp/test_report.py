@@ -25,7 +25,9 @@ def test_report_lists_each_operator_type_with_its_rule():
                                  "dtypes": {"float16"}, "calls": 2}
     assert rep.ops["Normalize"]["treatment"] == "float32_compute"
     assert rep.ops["ReLU"]["rule"] == "user override"
-    assert rep.ops["SoftmaxCrossEntropy"]["dtypes"] == {"float32"}
+    # cross entropy computes in float32 from the float16 logits it receives
+    assert rep.ops["SoftmaxCrossEntropy"]["dtypes"] == {"float16"}
+    assert rep.ops["SoftmaxCrossEntropy"]["treatment"] == "float32_compute"
     text = str(rep)
     assert "Linear" in text and "user override" in text and rep.params == {}
 

@@ -121,3 +121,48 @@ def test_a_resnet_block_keeps_what_pytorch_keeps(transform_budget):
     # the graph's Python objects (before issue 34: nine, and the Winograd transforms)
     assert kept < 4.8 * act, f"kept {kept / act:.2f} activations"
     del y
+
+
+def test_mul_keeps_only_the_factor_backward_reads():
+    x = _var(8, 16)
+    mask = np.random.default_rng(3).random((8, 16)).astype(np.float32)
+    y = F.mul(F.add(x, x), mask)                 # activation * constant: keeps the constant
+    f = y.creator
+    assert type(f.inputs[0]) is InputRef and f.inputs[1].data is mask
+    y.backward(grad=np.ones((8, 16), np.float32))
+    np.testing.assert_allclose(x.grad.data, 2 * mask)
+    w = _var(16, seed=4)
+    z = F.mul(F.add(x, x), w)                    # both need a gradient: both kept
+    assert all(isinstance(v, lz.Variable) for v in z.creator.inputs)
+
+
+def test_attention_softmax_keeps_its_output_and_dropout_a_bool_mask():
+    lz.manual_seed(0)
+    q, k, v = (_var(2, 3, 8, 4, seed=s) for s in (5, 6, 7))
+    out = F.scaled_dot_product_attention(q * 1.0, k * 1.0, v * 1.0, dropout_p=0.25,
+                                         attn_mask=np.ones((8, 8), bool), chunk_size=0)
+    kinds = {}
+    stack, seen = [out.creator], set()
+    while stack:
+        f = stack.pop()
+        if f is None or id(f) in seen:
+            continue
+        seen.add(id(f))
+        kinds[type(f).__name__] = f
+        stack.extend(x.creator for x in f.inputs)
+    soft, drop = kinds["MaskedSoftmax"], kinds["ScaleShift"]
+    assert type(soft.inputs[0]) is InputRef                     # the scores are gone
+    assert drop.scale.dtype == np.bool_ and drop.scale.shape == (2, 3, 8, 8)
+
+
+def test_cross_entropy_keeps_its_exponentials_not_the_logits():
+    x = _var(6, 40)
+    loss = F.cross_entropy(F.add(x, x), np.arange(6) % 40)
+    f = loss.creator
+    assert type(f.inputs[0]) is InputRef
+    assert sorted(_kept(f)) == ["exp", "inv_sum"]
+    loss.backward()
+    p = np.exp(2 * x.data - (2 * x.data).max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    p[np.arange(6), np.arange(6) % 40] -= 1
+    np.testing.assert_allclose(x.grad.data, 2 * p / 6, rtol=1e-5, atol=1e-7)

@@ -23,6 +23,8 @@ __all__ = ["MaskedSoftmax", "MaskedSoftmaxGrad"]
 class MaskedSoftmax(Function):
     """softmax(scale * s) over the last axis where ``keep`` (and ``causal``) allow."""
 
+    save_inputs, reads_outputs = (), True    # backward reads the output, as torch's softmax
+
     def __init__(self, keep=None, scale=1.0, causal=False):
         self.keep, self.scale, self.causal = keep, scale, causal
 

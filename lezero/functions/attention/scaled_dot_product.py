@@ -22,11 +22,12 @@ import numpy as np
 from lezero.core import Variable
 from lezero.random import get_rng
 from lezero.functions.attention import fused
-from lezero.functions.attention.chunked import ChunkedAttention, dropout_scale
+from lezero.functions.attention.chunked import ChunkedAttention
 from lezero.functions.attention.fused import FusedAttention
 from lezero.functions.attention.masked_softmax import MaskedSoftmax
-from lezero.functions.common import as_variable, data_of, xp_of
+from lezero.functions.common import data_of, xp_of
 from lezero.functions.linalg import matmul
+from lezero.functions.stochastic.dropouts import ScaleShift
 from lezero.functions.registry import register
 from lezero.functions.shape import broadcast_to, get_item, swapaxes
 from lezero.utils.checks import (check_array, check_bool, check_float_array, check_int,
@@ -45,8 +46,8 @@ def plain_attention(q, k, v, mask_add, keep, dropout_p, scale, causal=False):
         s, scale = s * scale + mask_add, 1.0
     p = MaskedSoftmax(keep, scale, causal)(s)
     if dropout_p > 0:
-        xp = xp_of(p)
-        p = p * as_variable(dropout_scale(xp, get_rng(xp), p.shape, dropout_p, p.dtype))
+        keep_mask = get_rng(xp_of(p)).random(p.shape) >= dropout_p    # held as bool
+        p = ScaleShift(keep_mask, None, 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0)(p)
     return matmul(p, v), p
 
 

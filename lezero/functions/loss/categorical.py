@@ -7,7 +7,7 @@ them.  ``SoftmaxCrossEntropyGrad`` is itself a Function of (x, gy), so the loss
 differentiates twice.
 """
 from lezero.core import Function, Variable
-from lezero.functions.activation import log_softmax, softmax
+from lezero.functions.activation import log_softmax
 from lezero.functions.common import as_variable, xp_of
 from lezero.functions.loss.class_target import (ClassTarget, ProbTarget, batched, grad_of_gy,
                                                 prepare, reduce_array, scale_of)
@@ -22,7 +22,15 @@ __all__ = ["cross_entropy"]
 
 
 class SoftmaxCrossEntropy(Function):
-    """Cross entropy of softmax(x) over axis 1 against a constant target."""
+    """Cross entropy of softmax(x) over axis 1 against a constant target.  Backward reads
+    the kept exponentials, not x: the logits (often the largest activation of a language
+    model) are freed when forward returns, as PyTorch keeps only log_softmax's output.
+    Under autocast it computes in float32 from low-precision logits and returns a float32
+    loss; it then keeps those logits (half the bytes) and recomputes the exponentials in
+    backward, so the gradient is as exact as in float32."""
+
+    save_inputs, reads_outputs = (), False
+    float32_output = True       # autocast: a float32 loss (amp.emulate)
 
     def __init__(self, target, reduction):
         self.target = target
@@ -30,7 +38,9 @@ class SoftmaxCrossEntropy(Function):
 
     def forward(self, x):
         e, inv_sum, lse = softmax_stats(x)      # a kernel: one pass per row instead of five
-        if self.needs_input_grad[0]:
+        if self.needs_input_grad[0] and "_amp_float32" in vars(self):
+            self.logits = x         # the float32 copy of low logits: amp keeps the original
+        elif self.needs_input_grad[0]:
             # softmax = e * inv_sum; the product is left to the backward, where it joins
             # the one multiplication that makes the gradient (a pass over memory saved).
             self.exp, self.inv_sum = e, inv_sum
@@ -39,7 +49,10 @@ class SoftmaxCrossEntropy(Function):
         return reduce_array(loss, self.reduction, self.target.denom)
 
     def backward(self, gy):
-        return SoftmaxCrossEntropyGrad(self)(self.inputs[0], gy)
+        if "logits" in vars(self):
+            self.exp, self.inv_sum, _ = softmax_stats(self.logits)
+        x = self.inputs[0]
+        return SoftmaxCrossEntropyGrad(self)(x if isinstance(x, Variable) else x.variable(), gy)
 
 
 class SoftmaxCrossEntropyGrad(Function):
@@ -50,8 +63,8 @@ class SoftmaxCrossEntropyGrad(Function):
         self.reduction = fwd.reduction
         self.exp, self.inv_sum = fwd.exp, fwd.inv_sum
 
-    def forward(self, x, gy):
-        xp = xp_of(x)
+    def forward(self, x, gy):                   # x: the graph edge (its data may be gone)
+        xp = xp_of(self.exp)
         t = self.target
         scale = scale_of(gy, self.reduction, t.denom)
         gx = self.exp * (xp.expand_dims(scale * t.qsum, 1) * self.inv_sum)
@@ -61,8 +74,8 @@ class SoftmaxCrossEntropyGrad(Function):
     def backward(self, ggx):
         x, gy = self.inputs
         t = self.target
-        s = softmax(x, axis=1)
-        qsum = as_variable(xp_of(x.data).expand_dims(t.qsum, 1))
+        s = SavedSoftmax(self.exp, self.inv_sum)(x)
+        qsum = as_variable(xp_of(self.exp).expand_dims(t.qsum, 1))
         g_x = g_gy = None
         if self.needs_input_grad[0]:
             scale = gy if self.reduction != "mean" else gy / float(t.denom)
@@ -73,6 +86,23 @@ class SoftmaxCrossEntropyGrad(Function):
         if self.needs_input_grad[1]:
             g_gy = grad_of_gy(ggx * (s * qsum - as_variable(t.dense())), self.reduction, t.denom)
         return g_x, g_gy
+
+
+class SavedSoftmax(Function):
+    """softmax(x) over axis 1 from the forward's kept exponentials (x's data is gone); its
+    gradient is softmax's Jacobian in the output, so the loss differentiates again."""
+
+    save_inputs, reads_outputs = (), True
+
+    def __init__(self, exp, inv_sum):
+        self.exp, self.inv_sum = exp, inv_sum
+
+    def forward(self, x):
+        return self.exp * self.inv_sum
+
+    def backward(self, gs):
+        s = self.outputs[0]()
+        return s * (gs - _sum(s * gs, axis=1, keepdims=True))
 
 
 @register("loss", notes="fused softmax + cross entropy; class-index or probability targets")

@@ -94,6 +94,9 @@ def rsub(x0, x1):
 
 class Mul(Function):
     def forward(self, x0, x1):
+        n0, n1 = self.needs_input_grad
+        if n0 != n1:      # keep only the factor backward reads (x * mask keeps the mask)
+            self.save_inputs = (1,) if n0 else (0,)
         return x0 * x1
 
     def backward(self, gy):

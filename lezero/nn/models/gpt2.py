@@ -16,6 +16,7 @@ import numpy as np
 
 import lezero.functions as F
 from lezero import cuda, nn
+from lezero.amp.cast import cast
 from lezero.nn.models._hf import (activation, attention_bias, check_input_ids,
                                   init_hf_weights, require_false, resolve_config)
 from lezero.nn.models.generation import GenerationMixin
@@ -58,7 +59,9 @@ class Conv1D(nn.Module):
         if x.shape[-1] != self.nx:
             raise ValueError(f"Conv1D: expected input with {self.nx} features in the last "
                              f"dim, got shape {x.shape}")
-        return F.matmul(x, self.weight) + self.bias
+        y = F.matmul(x, self.weight)
+        # HF's torch.addmm: under autocast the bias joins the product in its dtype
+        return y + (self.bias if y.dtype == self.bias.dtype else cast(self.bias, y.dtype))
 
     def extra_repr(self):
         return f"nf={self.nf}, nx={self.nx}"
