@@ -21,6 +21,7 @@ TEST_DEPS = [
     "transformers==5.24.0",
     "httpx",
     "pydot",                # parses the DOT text of utils/graph.py in its tests
+    "openvino>=2024.0",     # the second runtime that ONNX exports are checked on (CPU plugin)
     "nbclient",
     "nbformat",
     "ipykernel",
@@ -77,5 +78,14 @@ setup(
         "mutate": ["mutmut>=3"],
         "notebooks": NOTEBOOK_DEPS,
         "all": list(dict.fromkeys(TEST_DEPS + RUN_DEPS + NOTEBOOK_DEPS)),
+    },
+    # Backends: lezero.backends finds plugins in this group (name = "module:factory",
+    # a Backend or a callable returning one); the built-ins are listed as examples.
+    entry_points={
+        "lezero.backends": [
+            "numpy = lezero.backends.numpy_backend:NumpyBackend",
+            "cupy = lezero.backends.cupy_backend:CupyBackend",
+            "strict = lezero.backends.strict:StrictBackend",
+        ],
     },
 )

@@ -8,20 +8,21 @@ import sys
 import numpy as np
 
 _rng = np.random.default_rng()
-_cupy_rng = None
+_device_rngs = {}       # device backend name -> its generator
 _seed = None
 
 
 def manual_seed(seed):
     """Seed LeZero's generators (NumPy, and CuPy when it is in use)."""
-    global _rng, _cupy_rng, _seed
+    global _rng, _seed
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"manual_seed: seed must be a non-negative int, got {seed!r}")
     _seed = int(seed)
     _rng = np.random.default_rng(_seed)
-    _cupy_rng = None
+    _device_rngs.clear()
     if "cupy" in sys.modules:
-        _cupy_rng = sys.modules["cupy"].random.default_rng(_seed)
+        from lezero.backends import get
+        _device_rngs["cupy"] = get("cupy").rng(_seed)
     return _rng
 
 
@@ -31,13 +32,16 @@ def initial_seed():
 
 
 def get_rng(xp=np):
-    """The process generator for the array module ``xp`` (NumPy or CuPy)."""
-    global _cupy_rng
+    """The process generator for the array module ``xp`` (NumPy's, or a device's: each
+    device backend has its own, made by ``Backend.rng`` from NumPy's on first use)."""
     if xp is np:
         return _rng
-    if _cupy_rng is None:
-        _cupy_rng = xp.random.default_rng(int(_rng.integers(2**63)))
-    return _cupy_rng
+    from lezero.backends import of_namespace
+    backend = of_namespace(xp)
+    generator = _device_rngs.get(backend.name)
+    if generator is None:
+        generator = _device_rngs[backend.name] = backend.rng(int(_rng.integers(2**63)))
+    return generator
 
 
 def get_rng_state():
@@ -55,6 +59,12 @@ def swap_cupy_rng(generator):
     when none was made yet).  CuPy's generator state cannot be copied, so code that must
     replay random draws (checkpoint recomputation, per-rank dropout in tensor
     parallelism) swaps whole generators instead; pass the returned one back to undo."""
-    global _cupy_rng
-    previous, _cupy_rng = _cupy_rng, generator
+    return swap_device_rng("cupy", generator)
+
+
+def swap_device_rng(name, generator):
+    """``swap_cupy_rng`` for the device backend ``name``."""
+    previous = _device_rngs.pop(name, None)
+    if generator is not None:
+        _device_rngs[name] = generator
     return previous

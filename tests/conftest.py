@@ -17,24 +17,26 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    if lz.cuda.is_available():
-        return
+    from lezero import backends
+    if backends.get("cupy").is_available():    # CuPy itself (not LEZERO_BACKEND's device):
+        return                                 # gpu-marked tests import cupy
     skip = pytest.mark.skip(reason="no CUDA device: CuPy is missing or sees no GPU")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
 
 
-BACKENDS = ["numpy", pytest.param("cupy", marks=pytest.mark.gpu)]
+BACKENDS = ["numpy", "strict", pytest.param("cupy", marks=pytest.mark.gpu)]
 
 
 @pytest.fixture(params=BACKENDS)
 def xp(request):
-    """The array module under test: numpy, and cupy where a device exists."""
+    """The array module under test: numpy, the strict device (CuPy's behaviour on NumPy
+    memory, lezero.backends.strict), and cupy where a device exists."""
     if request.param == "numpy":
         return np
-    import cupy
-    return cupy
+    from lezero import backends
+    return backends.get(request.param).xp
 
 
 @pytest.fixture(params=["with_ml_dtypes", "without_ml_dtypes"])

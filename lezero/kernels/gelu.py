@@ -41,13 +41,10 @@ TANH_K = 0.044715
 
 # ----- NumPy reference ---------------------------------------------------------------------
 
-def _erf(xp):
-    """scipy's erf for NumPy arrays, cupyx's for CuPy arrays (same dtype out as in)."""
-    if xp is np:
-        from scipy.special import erf
-    else:
-        from cupyx.scipy.special import erf
-    return erf
+def _erf(x):
+    """erf of ``x``'s backend (scipy's, cupyx's, ...): same dtype out as in."""
+    from lezero.backends import get_backend
+    return get_backend(x).special.erf
 
 
 def _xp(x):
@@ -60,7 +57,7 @@ def gelu_ref(x, approximate="none"):
     xp = _xp(x)
     if approximate == "tanh":
         return 0.5 * x * (1 + xp.tanh(TANH_C * (x + TANH_K * x * x * x)))
-    return 0.5 * x * (1 + _erf(xp)(x * SQRT_HALF))
+    return 0.5 * x * (1 + _erf(x)(x * SQRT_HALF))
 
 
 def gelu_grad_ref(x, gy, approximate="none"):
@@ -70,7 +67,7 @@ def gelu_grad_ref(x, gy, approximate="none"):
         t = xp.tanh(TANH_C * (x + TANH_K * x * x * x))     # x * x * x: ** 3 is a slow pow
         du = TANH_C * (1 + 3 * TANH_K * x * x)
         return gy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
-    cdf = 0.5 * (1 + _erf(xp)(x * SQRT_HALF))
+    cdf = 0.5 * (1 + _erf(x)(x * SQRT_HALF))
     pdf = xp.exp(-0.5 * x * x) * INV_SQRT_2PI
     return gy * (cdf + x * pdf)
 

@@ -81,10 +81,8 @@ def col2im_ref(col, x, geo):
 
 
 def _module_of(a):
-    if isinstance(a, np.ndarray):
-        return np
-    import cupy
-    return cupy
+    from lezero.cuda import get_array_module
+    return get_array_module(a)
 
 
 # ----- Numba kernels -----------------------------------------------------------------------

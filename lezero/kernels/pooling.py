@@ -225,7 +225,9 @@ def scatter_add_rows(g, idx, row_size):
                                               g[lo:hi]),
                    R, out.size, policy.pool_min_part_items)
         return out
-    if idx.size:                # the kernel's rule: [-row_size, row_size), negatives wrap
+    if idx.size and xp is not np:   # no int() on a device: a sync per call; negatives wrap
+        idx = xp.where(idx < 0, idx + row_size, idx)
+    elif idx.size:              # the kernel's rule: [-row_size, row_size), negatives wrap
         lo, hi = int(idx.min()), int(idx.max())
         if lo < -row_size or hi >= row_size:
             raise out_of_range("scatter_add_rows", lo if lo < -row_size else hi, row_size)

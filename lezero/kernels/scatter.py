@@ -20,10 +20,9 @@ def scatter_add_ref(target, index, values):
     """``target[index] += values`` with repeats adding up (any index NumPy accepts)."""
     if isinstance(target, np.ndarray):
         np.add.at(target, index, values)
-    else:
-        import cupyx
-        cupyx.scatter_add(target, index, values)
-    return target
+        return target
+    from lezero.backends import get_backend
+    return get_backend(target).scatter_add(target, index, values)
 
 
 @jit(cache=True, nogil=True)

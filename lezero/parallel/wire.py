@@ -55,7 +55,8 @@ def empty_wire(shape, wire_dtype, xp, cuda_aware):
 def from_wire(buf, dtype, bits, xp, out=None):
     """The received ``buf`` as an array of ``dtype`` on ``xp``'s device (into ``out``)."""
     if xp is not np and isinstance(buf, np.ndarray):
-        buf = cuda.as_cupy(buf)
+        from lezero.backends import of_namespace
+        buf = cuda.to_device(buf, of_namespace(xp).name)
     if buf.dtype != dtype:
         buf = buf.view(dtype) if bits else buf.astype(dtype)
     if out is None:

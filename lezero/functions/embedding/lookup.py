@@ -66,10 +66,11 @@ class EmbeddingGrad(Function):
 
 def check_indices(op, indices, num, where=""):
     """TypeError unless ``indices`` hold integers, ValueError unless each picks one of
-    ``num`` rows; ``where`` adds where the bad index was (" in input")."""
+    ``num`` rows; ``where`` adds where the bad index was (" in input").  The range is
+    checked on the host only: on a device it would cost two synchronizations a call."""
     if indices.dtype.kind not in "iu":
         raise TypeError(f"{op}: input must hold integer indices, got dtype {indices.dtype}")
-    if indices.size:
+    if indices.size and isinstance(indices, np.ndarray):
         lo, hi = int(indices.min()), int(indices.max())
         bad = lo if lo < 0 else hi if hi >= num else None
         if bad is not None:

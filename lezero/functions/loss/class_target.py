@@ -13,6 +13,11 @@ is ``scale * (qsum * softmax(x) - q)``, computed from the saved exponentials wit
 recomputing them.  ``scale`` is the upstream gradient, divided for 'mean' by PyTorch's
 denominator: the summed weight of the non-ignored targets (class indices) or the number of
 positions (probabilities).
+
+Out-of-range class indices raise a ValueError for host (NumPy) targets.  On a device the
+check would cost a synchronization per call, so it is not made: the positions holding
+such an index get a NaN weight instead, and the loss and its gradient come out NaN there
+(a device-side assertion, without the host round trip).
 """
 import numpy as np
 
@@ -37,9 +42,15 @@ class ClassTarget:
         xp = xp_of(y)
         n_classes = x_shape[1]
         valid = y != ignore_index
+        bad = None
+        if xp is not np:            # on a device: no sync to check the range (see above)
+            in_range = (y >= 0) & (y < n_classes)
+            bad, valid = valid & ~in_range, valid & in_range
         y = xp.where(valid, y, 0)
         vf = valid.astype(dtype)
         w_y = vf if weight is None else weight[y] * vf
+        if bad is not None:
+            w_y = xp.where(bad, np.nan, w_y)
         # x[index] picks x[n, y[n, d...], d...] out of an (N, C, d...) array.
         grids = [xp.arange(s).reshape((1,) * k + (s,) + (1,) * (y.ndim - k - 1))
                  for k, s in enumerate(y.shape)]
@@ -87,7 +98,7 @@ class ProbTarget:
             q = q * weight.reshape((1, n_classes) + (1,) * (t.ndim - 2))
         self.q = q
         self.qsum = q.sum(axis=1)
-        self.denom = xp_of(t).asarray(t.size // n_classes, dtype=t.dtype)
+        self.denom = cuda.as_array(t.size // n_classes, like=t)    # no upload per call
 
     def dot(self, x):
         return (self.q * x).sum(axis=1)
@@ -116,7 +127,7 @@ def grad_of_gy(products, reduction, denom):
     if reduction == "none":
         return _sum(products, axis=1)
     g = _sum(products)
-    return g / float(denom) if reduction == "mean" else g
+    return g / denom if reduction == "mean" else g
 
 
 # ----- argument checks -------------------------------------------------------------------
@@ -147,6 +158,8 @@ def check_class_indices(op, x, t, ignore_index):
                          f"shape {x.shape}, got {t.shape}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
         raise TypeError(f"{op}: ignore_index must be an int, got {type(ignore_index).__name__}")
+    if not isinstance(t, np.ndarray):
+        return                      # a device target: ClassTarget marks bad indices NaN
     n_classes = x.shape[0] if x.ndim == 1 else x.shape[1]
     bad = (t != ignore_index) & ((t < 0) | (t >= n_classes))
     if bad.any():

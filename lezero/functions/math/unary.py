@@ -17,13 +17,10 @@ __all__ = ["exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos", "tan",
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)    # a Python float: keeps float32 in float32
 
 
-def _special(xp):
-    """scipy.special for NumPy arrays, cupyx.scipy.special for CuPy arrays."""
-    if xp.__name__ == "numpy":
-        import scipy.special
-        return scipy.special
-    import cupyx.scipy.special
-    return cupyx.scipy.special
+def _special(x):
+    """The ``scipy.special`` of ``x``'s backend (SciPy's, cupyx's, the strict device's)."""
+    from lezero.backends import get_backend
+    return get_backend(x).special
 
 
 # ----- exponentials and logarithms -----------------------------------------------------------
@@ -199,7 +196,7 @@ class Arctanh(Elementwise):
 class Erf(Elementwise):
     """The error function (scipy.special.erf / cupyx.scipy.special.erf)."""
     def f(self, xp, x):
-        return _special(xp).erf(x)
+        return _special(x).erf(x)
 
     def derivative(self, gy, x, y):
         return gy * _TWO_OVER_SQRT_PI * exp(-(x * x))
@@ -208,7 +205,7 @@ class Erf(Elementwise):
 class Erfc(Elementwise):
     """1 - erf(x), accurate where erf(x) is near 1."""
     def f(self, xp, x):
-        return _special(xp).erfc(x)
+        return _special(x).erfc(x)
 
     def derivative(self, gy, x, y):
         return gy * -_TWO_OVER_SQRT_PI * exp(-(x * x))

@@ -16,7 +16,7 @@ T = torch
 
 def _eye(a, scale):
     """scale * I in ``a``'s dtype, for making test matrices well conditioned."""
-    return scale * np.eye(a.shape[-1], dtype=a.dtype)
+    return scale * lz.cuda.get_array_module(a).eye(a.shape[-1], dtype=a.dtype)
 
 
 def _spd(a):

@@ -1,0 +1,131 @@
+"""The strict device's array namespace: what operators use from ``cupy``, on NumPy.
+
+``namespace`` answers ``xp.<name>`` as CuPy would: dtypes and constants as NumPy's, every
+function and ufunc run by NumPy on the unwrapped device arrays with device arrays back
+(a host ndarray argument raises TypeError, except in the uploads ``asarray``/``array``);
+``ufunc.at`` only where CuPy has it; ``xp.random`` with CuPy's generator method set only;
+``xp.asnumpy`` counted as a transfer; ``xp.ndarray`` the device array type.
+"""
+import types
+
+import numpy as np
+
+from lezero.backends.strict import counters
+from lezero.backends.strict.array import AT_UFUNCS, StrictArray, unwrap, wrap
+from lezero.backends.strict.rng import random_namespace
+
+__all__ = ["namespace", "upload", "special_namespace"]
+
+_UPLOADS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray",
+                      "asfortranarray"})
+
+
+def upload(fn, name):
+    """``xp.asarray`` and friends: host data becomes device data (counted)."""
+    def call(obj, *args, **kwargs):
+        if type(obj) is StrictArray:
+            raw = fn(obj._a, *args, **kwargs)
+            return obj if raw is obj._a else StrictArray(raw)
+        counters.record(h2d=1, what=f"xp.{name}")
+        raw = fn(unwrap(obj, name) if type(obj) is not np.ndarray else obj, *args, **kwargs)
+        if raw is obj or raw.base is not None:
+            raw = raw.copy()            # device memory never aliases host memory
+        return StrictArray(raw)
+    call.__name__ = name
+    return call
+
+
+def device_function(fn, name):
+    """A NumPy function over device arrays (host ndarrays refused)."""
+    def call(*args, **kwargs):
+        out = kwargs.get("out")
+        result = fn(*unwrap(args, f"xp.{name}"), **unwrap(kwargs, f"xp.{name}"))
+        return out if out is not None else wrap(result)
+    call.__name__ = name
+    call.__doc__ = fn.__doc__
+    return call
+
+
+class Ufunc:
+    """A NumPy ufunc as CuPy's: called on device arrays, ``.at`` only where CuPy has it."""
+
+    def __init__(self, ufunc):
+        self._ufunc = ufunc
+        self.__name__ = ufunc.__name__
+        self._call = device_function(ufunc, ufunc.__name__)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name == "at" and self.__name__ not in AT_UFUNCS:
+            raise AttributeError(f"strict device: {self.__name__}.at does not exist on CuPy")
+        attr = getattr(self._ufunc, name)
+        return device_function(attr, f"{self.__name__}.{name}") if callable(attr) else attr
+
+    def __repr__(self):
+        return f"<strict ufunc {self.__name__!r}>"
+
+
+def asnumpy(a, stream=None, order="C", out=None):
+    """``cupy.asnumpy``: a host copy (device arrays counted as transfers)."""
+    if type(a) is StrictArray:
+        return a.get(order=order, out=out)
+    return np.asarray(a, order=order)
+
+
+def get_array_module(*args):
+    """``cupy.get_array_module``: this namespace when any argument is a device array."""
+    return namespace if any(type(a) is StrictArray for a in args) else np
+
+
+class Namespace(types.ModuleType):
+    """A module-like view of a NumPy module (``numpy``, ``numpy.linalg``, ...) over the
+    strict device; attributes are resolved on first use and kept."""
+
+    def __init__(self, name, source, extra=None):
+        super().__init__(name)
+        self._source = source
+        for key, value in (extra or {}).items():
+            setattr(self, key, value)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            obj = getattr(self._source, name)
+        except AttributeError:
+            raise AttributeError(f"module {self.__name__!r} (the strict device) has no "
+                                 f"attribute {name!r}") from None
+        value = _adapt(obj, name, f"{self.__name__}.{name}")
+        setattr(self, name, value)
+        return value
+
+
+def _adapt(obj, name, qualified):
+    if isinstance(obj, np.ufunc):
+        return Ufunc(obj)
+    if isinstance(obj, types.ModuleType):
+        return Namespace(qualified, obj)
+    if isinstance(obj, type) or not callable(obj):
+        return obj                      # dtypes, classes, constants
+    if name in _UPLOADS:
+        return upload(obj, name)
+    return device_function(obj, name)
+
+
+namespace = Namespace("strict", np, {
+    "ndarray": StrictArray, "asnumpy": asnumpy, "get_array_module": get_array_module,
+    "random": random_namespace(),
+})
+
+
+_special = []
+
+
+def special_namespace():
+    """``cupyx.scipy.special`` of the strict device: SciPy's, over device arrays."""
+    if not _special:
+        import scipy.special
+        _special.append(Namespace("strict.special", scipy.special))
+    return _special[0]
