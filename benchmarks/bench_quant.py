@@ -5,6 +5,12 @@ and whole models, against float32 and onnxruntime on the same QDQ model).
     python benchmarks/bench_quant.py size accuracy         # some of: size accuracy
                                                            #   kernels e2e
     BENCH_THREADS=2 python benchmarks/bench_quant.py e2e   # threads (default 1)
+    BENCH_THREADS=2 python benchmarks/bench_quant.py resnet  # ImageNet-size ResNet-18
+
+ResNet (issue 35's INT8 rows): the zoo's ResNet-18 (1000 classes) at batch 8 224x224 and
+batch 1 112x112: LeZero INT8 (PTQ) against LeZero float32 and PyTorch's INT8 (x86 eager
+PTQ, the same weights), median of the per-round ratios; the INT8 product in use
+(lezero.kernels.int8_gemm.ISA) is printed.
 
 Kernels: the INT8 GEMM (uint8 activations x int8 weights, int16 products summed in
 int32, fixed-point requantization, the int16 widening of the input included) against
@@ -35,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_best_median, limit_threads  # noqa: E402
 from _record import run_main  # noqa: E402
 
-SECTIONS = ("size", "accuracy", "kernels", "e2e")
+SECTIONS = ("size", "accuracy", "kernels", "e2e", "resnet")
 
 
 # ----- models --------------------------------------------------------------------------------
@@ -384,6 +390,70 @@ def section_e2e(quick=False):
         _e2e_model("ResNet-18 32x32", res, quantizable_resnet, images, (1, 32),
                    3 if quick else 8, tmp, agreement)
     print("\n".join(agreement))
+
+
+def _torch_int8_resnet(model, calib):
+    """torchvision's quantizable ResNet-18 with LeZero's weights, x86 eager PTQ."""
+    import warnings
+    import torch
+    import torch.ao.quantization as tq
+    from lezero.testing.oracles import import_torchvision
+    import_torchvision()
+    from torchvision.models.quantization import resnet18 as qresnet18
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = qresnet18(weights=None, quantize=False).eval()
+        t.load_state_dict({k: torch.tensor(np.asarray(getattr(v, "data", v)))
+                           for k, v in model.state_dict().items()}, strict=False)
+        torch.backends.quantized.engine = "x86"
+        t.fuse_model()
+        t.qconfig = tq.get_default_qconfig("x86")
+        tq.prepare(t, inplace=True)
+        with torch.no_grad():
+            for c in calib:
+                t(torch.tensor(c))
+        tq.convert(t, inplace=True)
+    return t
+
+
+def section_resnet(quick=False):
+    import torch
+    import lezero as lz
+    from lezero import nn
+    from lezero.kernels import int8_gemm
+    from lezero.quantization.models import quantizable_resnet
+    from _common import interleaved_times
+    torch.set_num_threads(THREADS)
+    print(f"\n== ResNet-18 (1000 classes), eval, {THREADS} thread(s), INT8 product "
+          f"{int8_gemm.ISA}: milliseconds (median), ratios median of rounds")
+    print(f"{'shape':<18}{'LZ f32':>9}{'LZ INT8':>9}{'torch INT8':>11}{'INT8/f32':>10}"
+          f"{'INT8/torch':>11}{'top-1 agree':>12}")
+    for n, hw in ((8, 224), (1, 112)):
+        lz.manual_seed(0)
+        model = nn.models.get_model("resnet18", num_classes=1000).eval()
+        rng = np.random.default_rng(0)
+        calib = [rng.standard_normal((2, 3, hw, hw)).astype(np.float32) for _ in range(2)]
+        int8 = ptq(model, quantizable_resnet, calib)
+        tq = _torch_int8_resnet(model, calib)
+        x = rng.standard_normal((n, 3, hw, hw)).astype(np.float32)
+        xt = torch.tensor(x)
+
+        def run(m):
+            def f():
+                with lz.no_grad():
+                    return m(x).data
+            return f
+
+        def torch_run():
+            with torch.no_grad():
+                return tq(xt)
+        agree = float((run(model)().argmax(1) == run(int8)().argmax(1)).mean())
+        times = interleaved_times([run(model), run(int8), torch_run],
+                                  3 if quick else (5 if n > 1 else 15), 2, pause=0.02)
+        f32, i8, ti = (np.asarray(t) for t in times)
+        print(f"{f'batch {n}, {hw}x{hw}':<18}{np.median(f32) * 1e3:>9.1f}"
+              f"{np.median(i8) * 1e3:>9.1f}{np.median(ti) * 1e3:>11.1f}"
+              f"{np.median(i8 / f32):>10.2f}{np.median(i8 / ti):>11.2f}{agree:>12.2f}")
 
 
 def main(argv):

@@ -1,5 +1,7 @@
-"""Numba kernels of the integer operators; ``reference.py`` holds their NumPy twins and
-the tests check that both give the same integers on every shape tried.
+"""Numba kernels of the integer operators (the portable path: where the CPU target has
+AVX2 or VNNI, convolutions and linear layers run ``quantization.nhwc`` instead);
+``reference.py`` holds their NumPy twins and the tests check that both give the same
+integers on every shape tried.
 
 Importing this module imports Numba: operators import it only once
 ``lezero.kernels.enabled(x)`` said yes.  Every kernel is compiled with ``cache=True``.
@@ -396,10 +398,14 @@ def _binary(kernel, a, b, p, lo, hi, dtype):
         _check_scalars(op, p[1:7:3] + p[6:7], p[2:8:3] + p[7:8], p[9], lo, hi, dtype)
     else:                # (za, zb, m, s, zy)
         _check_scalars(op, p[2:3], p[3:4], None, lo, hi, dtype)
+    # Channels-last views (what the VNNI convolutions return) stay so: no transposing copy.
+    nhwc = a.ndim == 4 and all(t.transpose(0, 2, 3, 1).flags.c_contiguous for t in (a, b))
+    if nhwc:
+        a, b = a.transpose(0, 2, 3, 1), b.transpose(0, 2, 3, 1)
     out = np.empty(a.shape, dtype)
     kernel(np.ascontiguousarray(a).reshape(-1), np.ascontiguousarray(b).reshape(-1),
            *[np.int64(v) for v in p], np.int64(lo), np.int64(hi), out.reshape(-1))
-    return out
+    return out.transpose(0, 3, 1, 2) if nhwc else out
 
 
 def add(a, b, p, lo, hi, dtype):

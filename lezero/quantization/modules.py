@@ -157,8 +157,18 @@ class _QuantProduct(QuantModule):
             ops._Product.__init__(probe, self.weight, w16, self.weight_scale,
                                   self.weight_zero_point, self.bias, in_qparams,
                                   self.out_qparams, self.relu, self.dtype, self.qrange)
+            probe.packed = self._vnni_packed()
             attrs = self._cache[in_qparams] = dict(vars(probe))
         return attrs
+
+    def _vnni_packed(self):
+        """The weights packed once for the VNNI kernels, or None where they do not apply
+        (``nhwc.packable``); importing ``nhwc`` compiles nothing until a layer runs."""
+        if "packed" not in self._cache:
+            from lezero.quantization import nhwc
+            self._cache["packed"] = nhwc.pack_conv(self.weight) if nhwc.packable(
+                self.weight, self.weight_zero_point, getattr(self, "groups", 1)) else None
+        return self._cache["packed"]
 
     def _call(self, x, **extra):
         in_qparams = expect_quantized(self, x)

@@ -29,6 +29,11 @@ def _kernels():
     return kernels
 
 
+def _nhwc():
+    from lezero.quantization import nhwc
+    return nhwc
+
+
 class _IntegerOp(Function):
     def backward(self, *gys):
         raise NotImplementedError(f"{type(self).__name__}: quantized operators run "
@@ -89,6 +94,18 @@ class _Product(_IntegerOp):
         self.relu, self.dtype = bool(relu), np.dtype(dtype)
         self.lo = max(qrange[0], self.out_zp) if relu else int(qrange[0])
         self.hi = int(qrange[1])
+        self.packed = None          # the VNNI packing, set by the module that caches it
+
+    def _vnni(self, x, groups=1):
+        """The weights packed for ``nhwc`` when its fast path applies to ``x``, else None."""
+        if not (_numba(x) and _nhwc().usable(x, self.weight, self.w_zp, groups)):
+            return None
+        if self.packed is None:
+            self.packed = _nhwc().pack_conv(self.weight)
+        return self.packed
+
+    def _requant_args(self):
+        return (self.bias_q, self.m, self.shift, self.out_zp, self.lo, self.hi, self.dtype)
 
 
 class QuantizedLinear(_Product):
@@ -99,6 +116,10 @@ class QuantizedLinear(_Product):
         if k > R.MAX_K:
             raise ValueError(f"QuantizedLinear: {k} input features exceed the {R.MAX_K} "
                              "an int32 accumulator holds without overflow")
+        packed = self._vnni(x)
+        if packed is not None:
+            y = _nhwc().linear(x.reshape(-1, k), self.in_zp, packed, *self._requant_args())
+            return y.reshape(x.shape[:-1] + (y.shape[1],))
         a = x.reshape(-1, k).astype(np.int16) - np.int16(self.in_zp)
         if _numba(x):
             y = _kernels().gemm_requant(a, self.w16, self.bias_q, self.m, self.shift,
@@ -129,6 +150,9 @@ class QuantizedConv2d(_Product):
         if cin * self.kernel[0] * self.kernel[1] > R.MAX_K:
             raise ValueError(f"QuantizedConv2d: a reduction of {self.w16.shape[1]} terms "
                              f"exceeds the {R.MAX_K} an int32 accumulator holds")
+        packed = self._vnni(x, g)
+        if packed is not None:
+            return _nhwc().conv2d(x, self.in_zp, geo, packed, *self._requant_args())
         use_numba = _numba(x)
         out = np.empty((n, o, geo[8] * geo[9]), self.dtype) if g > 1 else None
         for k in range(g):
@@ -173,7 +197,11 @@ class QuantizedMaxPool2d(_IntegerOp):
     def forward(self, q):
         geo = R.geometry(q.shape[2:], self.kernel_size, self.stride, self.padding,
                          self.dilation, self.ceil_mode)
-        return _kernels().max_pool(q, geo) if _numba(q) else R.max_pool_ref(q, geo)
+        if not _numba(q):
+            return R.max_pool_ref(q, geo)
+        if q.dtype == np.uint8 and _nhwc().is_nhwc(q):
+            return _nhwc().max_pool(q, geo)         # keeps the layout the convolutions left
+        return _kernels().max_pool(q, geo)
 
 
 class QuantizedAvgPool2d(_IntegerOp):

@@ -11,6 +11,7 @@ The quantized operators return ``QTensor``: the same Variable with a class that 
 parameters in its ``repr`` and has ``dequantize()``, ``int_repr()``, ``q_scale()`` and
 ``q_zero_point()`` (PyTorch's names).  Arithmetic on it raises: use ``FloatFunctional``.
 """
+import collections
 import weakref
 
 import numpy as np
@@ -47,15 +48,41 @@ def _register(data, scale, zero_point):
     _TABLE[key] = (weakref.ref(root, _forget(key)), float(scale), int(zero_point))
 
 
+# The fast INT8 layers hand on (N, C, H, W) views of channels-last arrays; reshaping one
+# (F.flatten before a Linear) must copy, and the copy has no link to its source.  The last
+# few such views are kept here, and an unregistered integer array equal to one of them,
+# reshaped, takes its parameters (checked only when the table has no entry).  Views up to
+# _KEEP_BYTES are held (the one flattened is often a temporary, gone by the time the next
+# layer asks); larger ones by weak reference.
+_STRIDED = collections.deque(maxlen=4)      # (view or weakref to it, scale, zero_point)
+_KEEP_BYTES = 1 << 20
+
+
+def _remember_strided(data, scale, zero_point):
+    ref = (lambda: data) if data.nbytes <= _KEEP_BYTES else weakref.ref(data)
+    _STRIDED.append((ref, float(scale), int(zero_point)))
+
+
+def _from_strided_copy(data):
+    for ref, scale, zp in _STRIDED:
+        view = ref()
+        if (view is not None and view.size == data.size and view.dtype == data.dtype
+                and np.array_equal(view.reshape(data.shape), data)):
+            _register(data, scale, zp)
+            return scale, zp
+    return None
+
+
 def qparams_of(x):
-    """``(scale, zero_point)`` of a quantized tensor (or of a view of one), else None."""
+    """``(scale, zero_point)`` of a quantized tensor (or of a view of one, or of a
+    reshaped copy of a channels-last view), else None."""
     data = x.data if isinstance(x, Variable) else x
     if not isinstance(data, cuda.array_types()) or data.dtype.kind not in "iu":
         return None
     root = _root(data)
     entry = _TABLE.get(id(root))
     if entry is None or entry[0]() is not root:
-        return None
+        return _from_strided_copy(data) if _STRIDED else None
     return entry[1], entry[2]
 
 
@@ -115,6 +142,8 @@ def make_qtensor(var, scale, zero_point):
     """Mark ``var`` (an integer Variable just computed) as quantized with these
     parameters; returns it as a ``QTensor`` (the same object: graphs and traces keep it)."""
     _register(var.data, scale, zero_point)
+    if isinstance(var.data, np.ndarray) and not var.data.flags.c_contiguous:
+        _remember_strided(var.data, scale, zero_point)
     if type(var) is Variable:
         var.__class__ = QTensor
     return var
