@@ -15,7 +15,9 @@ __all__ = ["export", "load", "session_options", "ExportError", "OnnxImportError"
 
 def export(model, args, path, opset_version=17, input_names=None, output_names=None,
            dynamic_axes=None, **kwargs):
-    """Export ``model(*args)`` to ONNX at ``path`` (see ``lezero.onnx.exporter.export``)."""
+    """Export ``model(*args)`` to ONNX at ``path`` (see ``lezero.onnx.exporter.export``);
+    ``check="openvino"`` (or ``["onnxruntime", "openvino"]``, or None) picks the runtimes
+    the file is validated on."""
     from lezero.onnx.exporter import export as _export
     return _export(model, args, path, opset_version, input_names, output_names,
                    dynamic_axes, **kwargs)

@@ -137,6 +137,38 @@ class ExportContext:
                                      axis=0)
         return None
 
+    def run_time_shape(self, shape_a, shape_b):
+        """An int64 shape tensor that is ``shape_a`` in the first trace and ``shape_b`` in
+        the second: static dims written out, each changed dim read from the graph input
+        axis that changed alike (None when one has no such axis)."""
+        if len(shape_a) != len(shape_b):
+            return None
+        dims = []
+        for n, m in zip(shape_a, shape_b):
+            if n == m:
+                dims.append(self.ints([n]))
+                continue
+            size = self.input_dim(n, m)
+            if size is None:
+                return None
+            dims.append(self.emit("Unsqueeze", [size, self.ints([0])]))
+        return self.emit("Concat", dims, axis=0)
+
+    def fill_tensor(self, array_a, array_b):
+        """A constant filled with one value in both traces (``zeros_like(ids)``, a zero
+        initial state) whose shape follows dynamic input axes, as Expand(value, shape) on
+        the run-time shape; None when it is not such a constant."""
+        a, b = (np.asarray(cuda.as_numpy(v)) for v in (array_a, array_b))
+        if a.size == 0 or b.size == 0 or a.dtype != b.dtype:
+            return None
+        first = a.reshape(-1)[0]
+        if not (np.all(a == first) and np.all(b == first)):
+            return None
+        shape = self.run_time_shape(a.shape, b.shape)
+        if shape is None:
+            return None
+        return self.emit("Expand", [self.const(np.asarray(first, a.dtype), "fill"), shape])
+
     def other_attr(self, node, key):
         """The attribute's value in the second trace."""
         return self.other.nodes[self.index].attrs[key]

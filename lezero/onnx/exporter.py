@@ -1,25 +1,27 @@
 """``onnx.export``: a traced LeZero graph written as an ONNX model, checked and validated.
 
-1. The model (in eval mode, as PyTorch exports) is traced with ``jit.trace``; with
-   ``dynamic_axes`` it is traced a second time with every dynamic axis one larger, and
-   what differs between the two graphs is what depends on those sizes.
+1. The model (in eval mode, as PyTorch exports) is traced with ``jit.trace``, and traced
+   again with other input values: a constant or attribute that changes was computed from
+   an input outside LeZero operators and is refused (``export_trace``), never frozen.
+   With ``dynamic_axes`` it is traced with the dynamic axes grown; what differs between
+   those graphs is what depends on the sizes.
 2. Each node is written by the rule its Function class has in ``registry.RULES``; a node
    without one, or needing a higher opset, is an ``ExportError`` naming it.
 3. The model passes ``onnx.checker.check_model(full_check=True)`` and is written with
    ``atomic_write``.
-4. onnxruntime runs it on the example inputs (and on the larger ones with dynamic axes);
-   the largest absolute difference per output against eager LeZero is returned in an
-   ``ExportReport`` (and a difference beyond the tolerance raises).
+4. onnxruntime (or OpenVINO, ``check=``) runs it on the example inputs (and on the grown
+   ones with dynamic axes); the largest absolute difference per output against eager
+   LeZero is returned in an ``ExportReport`` (and a difference beyond the tolerance raises).
 """
 import numpy as np
 
 from lezero import cuda
 from lezero.core import Variable, no_grad
-from lezero.jit import attrs as A
 from lezero.onnx._deps import onnx as _onnx
 from lezero.onnx.context import ExportContext, ExportError
+from lezero.onnx.export_trace import check_value_dependence, trace_dynamic, trace_graph
 from lezero.onnx.registry import load_rules
-from lezero.onnx.validate import ExportReport, validate_model
+from lezero.onnx.validate import ExportReport, check_runtimes, validate_model
 from lezero.utils.checks import check_int, check_type
 from lezero.utils.files import atomic_write
 
@@ -76,49 +78,6 @@ def _parse_dynamic_axes(dynamic_axes, input_names, output_names, args):
 
 def _data(a):
     return a.data if isinstance(a, Variable) else a
-
-
-def _grown(args, input_names, dyn):
-    """The inputs with every dynamic axis one longer (the first entry repeated)."""
-    out = []
-    for name, a in zip(input_names, args):
-        x = cuda.as_numpy(_data(a))
-        for axis in sorted(dyn.get(name, {})):
-            x = np.concatenate([x, np.take(x, [0], axis=axis)], axis=axis)
-        out.append(x)
-    return out
-
-
-def _trace_graph(model, args, check=True):
-    from lezero.jit import trace
-    from lezero.jit.passes import dce
-    from lezero.jit.static_graph import StaticGraph
-    if isinstance(model, StaticGraph):
-        if model._fn is None:          # a loaded graph: export what it holds
-            g = model.graph.copy()
-            g.nodes = [s for n in g.nodes for s in (n.sub if n.sub is not None else [n])]
-            return g, model
-        model = model._fn
-    return dce(trace(model, *args, optimize=False, check_trace=check).graph), model
-
-
-def _dynamic_info(g1, g2):
-    ops1, ops2 = [n.op for n in g1.nodes], [n.op for n in g2.nodes]
-    if ops1 != ops2:
-        raise ExportError("onnx.export: the model runs different operators when a dynamic "
-                          "axis changes size (its Python code depends on the shape), so no "
-                          "single ONNX graph represents it; export without that dynamic axis")
-    info = {}
-    for k, (a, b) in enumerate(zip(g1.nodes, g2.nodes)):
-        attrs = {key for key in a.attrs if not key.startswith("_")
-                 and not A.attrs_equal(a.attrs[key], b.attrs.get(key))}
-        consts = {i for i, (x, y) in enumerate(zip(a.inputs, b.inputs))
-                  if g1.values[x].kind == "const" and (
-                      g2.values[y].kind != "const"
-                      or not A.attrs_equal(g1.consts[x], g2.consts[y]))}
-        if attrs or consts:
-            info[k] = {"attrs": attrs, "consts": consts}
-    return info
 
 
 def _emit_nodes(ctx, opset):
@@ -180,26 +139,29 @@ def build_model(graph, opset, input_names, output_names, dyn, other=None, dyn_in
 
 
 def export(model, args, path, opset_version=17, input_names=None, output_names=None,
-           dynamic_axes=None, validate=True, rtol=1e-3, atol=1e-4):
+           dynamic_axes=None, validate=True, rtol=1e-3, atol=1e-4, check="onnxruntime"):
     """Export ``model(*args)`` to the ONNX file ``path``; returns an ``ExportReport``.
 
     ``model``: a Module (exported in eval mode, its mode restored after), a function, or
     a StaticGraph.  ``args``: the example input (or a tuple of them).  ``dynamic_axes``:
     PyTorch's form, ``{"input_0": {0: "batch"}, "output_0": {0: "batch"}}`` or lists of
-    axes.  ``validate``: run onnxruntime and compare with LeZero (``rtol``/``atol``).
+    axes.  ``validate``: run the file and compare with LeZero (``rtol``/``atol``) on the
+    runtimes ``check`` names: "onnxruntime" (default), "openvino" (its CPU plugin), a
+    list of both, or None.
     The file is written (atomically) only once the model passed the checker and, with
     ``validate``, onnxruntime agreed."""
     data, report = export_bytes(model, args, opset_version, input_names, output_names,
-                                dynamic_axes, validate, rtol, atol)
+                                dynamic_axes, validate, rtol, atol, check)
     atomic_write(path, data, where="onnx.export")
     report.path = path
     return report
 
 
 def export_bytes(model, args, opset_version=17, input_names=None, output_names=None,
-                 dynamic_axes=None, validate=True, rtol=1e-3, atol=1e-4):
+                 dynamic_axes=None, validate=True, rtol=1e-3, atol=1e-4, check="onnxruntime"):
     """``export`` without the file: (serialized model, ExportReport)."""
     onnx = _onnx()
+    runtimes = check_runtimes(check) if validate else ()
     opset = check_int("onnx.export", "opset_version", opset_version, MIN_OPSET, MAX_OPSET)
     args = _as_args(args)
     for a in args:
@@ -210,32 +172,27 @@ def export_bytes(model, args, opset_version=17, input_names=None, output_names=N
     if was_training:
         model.eval()
     try:
-        graph, fn = _trace_graph(model, args)
+        graph, fn = trace_graph(model, args)
         in_names = _names(input_names, len(graph.inputs), "input", "input_names")
         out_names = _names(output_names, len(graph.outputs), "output", "output_names")
         dyn = _parse_dynamic_axes(dynamic_axes, in_names, out_names, args)
-        other, info, grown = None, {}, None
+        if getattr(fn, "_fn", True) is not None:
+            check_value_dependence(graph, fn, args, in_names)
+        other, info, cases = None, {}, [list(args)]
         if any(name in in_names for name in dyn):
             if getattr(fn, "_fn", True) is None:
                 raise ExportError("onnx.export: a loaded StaticGraph holds one input shape; "
                                   "dynamic axes need the function or Module it was traced "
                                   "from (export that instead)")
-            grown = _grown(args, in_names, dyn)
-            try:
-                other, _ = _trace_graph(fn, grown, check=False)
-            except (TypeError, ValueError) as e:
-                raise ExportError(f"onnx.export: the model fails on inputs one longer along "
-                                  f"the dynamic axes (shapes {[g.shape for g in grown]}): "
-                                  f"{e}") from e
-            info = _dynamic_info(graph, other)
+            graph, other, info, cases = trace_dynamic(graph, fn, args, in_names, dyn)
         proto = build_model(graph, opset, in_names, out_names, dyn, other, info)
         onnx.checker.check_model(proto, full_check=True)
         data = proto.SerializeToString()
         report = ExportReport(None, opset, in_names, out_names, proto)
-        if validate:
-            cases = [list(args)] + ([grown] if grown is not None else [])
+        if runtimes:
             with no_grad():
-                validate_model(data, fn, cases, in_names, out_names, report, rtol, atol)
+                validate_model(data, fn, cases, in_names, out_names, report, rtol, atol,
+                               runtimes)
     finally:
         if was_training:
             model.train()

@@ -12,11 +12,13 @@ and what is wrong:
   negative dims, more than ``MAX_DIMS`` dims or ``MAX_ELEMENTS`` elements, or whose stored
   data does not hold exactly dims x itemsize bytes (or values);
 * nodes of another domain than ONNX's own, attributes of a kind LeZero does not read
-  (subgraphs, sparse tensors, type protos) or of another type than the operator's schema
-  declares, required attributes that are missing, input or output counts outside the
-  schema;
+  (lists of subgraphs, sparse tensors, type protos) or of another type than the
+  operator's schema declares, required attributes that are missing, input or output
+  counts outside the schema;
 * graphs that read a value before it is defined (undefined names, cycles), define a
-  value twice, or name an undefined output; more than ``MAX_NODES`` nodes.
+  value twice, or name an undefined output; more than ``MAX_NODES`` nodes in all.
+  Subgraphs (the GRAPH attributes of If, Loop and Scan) are checked the same way, the
+  values of their enclosing graphs visible, nested at most ``MAX_DEPTH`` deep.
 
 Operators without a LeZero implementation are refused by the importer, naming them.
 """
@@ -25,19 +27,20 @@ import os
 import numpy as np
 
 __all__ = ["read_model", "check_model", "tensor_array", "attribute_value", "bounded",
-           "MAX_ELEMENTS", "MAX_DIMS", "MAX_NODES", "TENSOR_TYPES"]
+           "subgraphs", "MAX_ELEMENTS", "MAX_DIMS", "MAX_NODES", "MAX_DEPTH", "TENSOR_TYPES"]
 
 MAX_DIMS = 32
 MAX_ELEMENTS = 2 ** 40          # of a stored tensor
 MAX_RESULT = 2 ** 31            # of an array a shape operator builds at run time
-MAX_NODES = 1_000_000
+MAX_NODES = 1_000_000          # in the model, subgraphs included
+MAX_DEPTH = 16                 # subgraphs within subgraphs
 # data type -> (itemsize, the typed field that holds values when raw_data is empty)
 TENSOR_TYPES = {1: (4, "float_data"), 2: (1, "int32_data"), 3: (1, "int32_data"),
                 4: (2, "int32_data"), 5: (2, "int32_data"), 6: (4, "int32_data"),
                 7: (8, "int64_data"), 9: (1, "int32_data"), 10: (2, "int32_data"),
                 11: (8, "double_data"), 12: (4, "uint64_data"), 13: (8, "uint64_data"),
                 16: (2, "int32_data")}
-_ATTR_KINDS = {1: "f", 2: "i", 3: "s", 4: "t", 6: "floats", 7: "ints", 8: "strings"}
+_ATTR_KINDS = {1: "f", 2: "i", 3: "s", 4: "t", 5: "g", 6: "floats", 7: "ints", 8: "strings"}
 
 
 def _error(text):
@@ -67,15 +70,26 @@ def read_model(path, source):
     return proto
 
 
-def _tensors(graph):
-    """(where, TensorProto) for the initializers and the tensor attributes of the nodes
-    (subgraphs are refused later, so their tensors are never read)."""
+def subgraphs(node, where, depth):
+    """(attribute name, GraphProto) of ``node``'s subgraph attributes, which lie at nesting
+    ``depth`` (the main graph is 0); deeper than ``MAX_DEPTH`` is refused."""
+    found = [(a.name, a.g) for a in node.attribute if a.type == 5]
+    if found and depth > MAX_DEPTH:
+        raise _error(f"{where}: subgraphs nested {depth} deep (at most {MAX_DEPTH})")
+    return found
+
+
+def _tensors(graph, depth=0):
+    """(where, TensorProto) for the initializers and the tensor attributes of the nodes,
+    those of the subgraphs included."""
     for t in graph.initializer:
         yield f"initializer {t.name[:80]!r}", t
     for k, node in enumerate(graph.node):
         for a in node.attribute:
             if a.HasField("t"):
                 yield f"node {k} attribute {a.name!r}", a.t
+        for _, sub in subgraphs(node, f"node {k}", depth + 1):
+            yield from _tensors(sub, depth + 1)
 
 
 def _inside(folder, location):
@@ -163,10 +177,12 @@ def attribute_value(a, where):
     kind = _ATTR_KINDS.get(a.type)
     if kind is None or a.ref_attr_name:
         raise _error(f"{where}: attribute {a.name!r} is of a kind LeZero does not read "
-                     f"(type {a.type}: subgraphs, sparse tensors and references are not "
-                     "supported)")
+                     f"(type {a.type}: lists of subgraphs, sparse tensors and references are "
+                     "not supported)")
     if kind == "t":
         return tensor_array(a.t, f"{where} attribute {a.name!r}")
+    if kind == "g":
+        return a.g                      # the importer parses it (checked by check_model)
     value = getattr(a, kind)
     try:
         if kind == "s":
@@ -216,31 +232,47 @@ def _check_node(node, opset, where):
 def check_model(proto, opset, source):
     """Refuse graphs whose structure or nodes are malformed (see the module docstring)."""
     g = proto.graph
-    if len(g.node) > MAX_NODES:
-        raise _error(f"onnx.load: {source!r}: {len(g.node)} nodes (at most {MAX_NODES})")
     if len(g.sparse_initializer):
         raise _error(f"onnx.load: {source!r}: sparse initializers are not supported")
+    _check_graph(g, opset, f"onnx.load: {source!r}", set(), 0, [0])
+
+
+def _graph_names(g, where):
+    """The names a graph defines before its first node: initializers and inputs."""
     defined = set()
     for name in [i.name for i in g.initializer] + [i.name for i in g.input]:
         if not name:
-            raise _error(f"onnx.load: {source!r}: a graph input or initializer has no name")
+            raise _error(f"{where}: a graph input or initializer has no name")
         defined.add(name)
     if len({i.name for i in g.initializer}) != len(g.initializer):
-        raise _error(f"onnx.load: {source!r}: two initializers have the same name")
+        raise _error(f"{where}: two initializers have the same name")
+    return defined
+
+
+def _check_graph(g, opset, where, outer, depth, count):
+    """Check graph ``g`` nested ``depth`` deep, the names ``outer`` visible from the
+    enclosing graphs; ``count`` ([nodes so far]) bounds the nodes of the whole model."""
+    count[0] += len(g.node)
+    if count[0] > MAX_NODES:
+        raise _error(f"{where}: {count[0]} nodes (at most {MAX_NODES})")
+    defined = _graph_names(g, where)
     for k, node in enumerate(g.node):
-        where = f"onnx.load: {source!r}: node {k} {node.name[:80]!r} ({node.op_type[:80]})"
-        _check_node(node, opset, where)
-        undefined = [n for n in node.input if n and n not in defined]
+        here = f"{where}: node {k} {node.name[:80]!r} ({node.op_type[:80]})"
+        _check_node(node, opset, here)
+        undefined = [n for n in node.input if n and n not in defined and n not in outer]
         if undefined:
-            raise _error(f"{where} reads {undefined[0][:80]!r} before it is defined")
+            raise _error(f"{here} reads {undefined[0][:80]!r} before it is defined")
+        for name, sub in subgraphs(node, here, depth + 1):
+            _check_graph(sub, opset, f"{here} subgraph {name!r}", outer | defined,
+                         depth + 1, count)
         for name in node.output:
             if name in defined:
-                raise _error(f"{where} defines {name[:80]!r} a second time")
+                raise _error(f"{here} defines {name[:80]!r} a second time")
             if name:
                 defined.add(name)
-    missing = [o.name for o in g.output if o.name not in defined]
+    missing = [o.name for o in g.output if o.name not in defined and o.name not in outer]
     if missing:
-        raise _error(f"onnx.load: {source!r}: output {missing[0][:80]!r} is never computed")
+        raise _error(f"{where}: output {missing[0][:80]!r} is never computed")
 
 
 def bounded(node, shape):

@@ -1,9 +1,12 @@
-"""ONNX network operators run with LeZero: products, convolution, pooling, normalization,
-softmax and the recurrent layers (see import_ops)."""
+"""ONNX network operators run with LeZero: products, convolution, normalization, softmax
+and the recurrent layers (see import_ops).  MaxPool / AveragePool / LpPool live in
+``import_pool``; recurrences the fused kernels do not compute are stepped in ``import_rnn``."""
 import numpy as np
 
 import lezero.functions as F
-from lezero.onnx.import_ops import arr, is_var, op
+from lezero.onnx import import_rnn
+from lezero.onnx.import_ops import arr, as_dtype, is_var, op, via_float32
+from lezero.onnx.import_pool import auto_pads
 
 
 @op("MatMul")
@@ -20,7 +23,8 @@ def _gemm(node, args, module):
     alpha, beta = at.get("alpha", 1.0), at.get("beta", 1.0)
     if at.get("transA", 0):
         a = F.transpose(a)
-    if at.get("transB", 0) and alpha == 1.0 and (c is None or beta == 1.0):
+    if at.get("transB", 0) and alpha == 1.0 and (c is None or beta == 1.0 and
+                                                  arr(c).shape == arr(b).shape[:1]):
         return F.linear(a, b, c)                # weight (out, in), as nn.Linear keeps it
     y = F.matmul(a, F.transpose(b) if at.get("transB", 0) else b)
     if alpha != 1.0:
@@ -32,30 +36,15 @@ def _gemm(node, args, module):
 
 @op("Einsum")
 def _einsum(node, args, module):
-    return F.einsum(node.attrs["equation"], *args)
+    return via_float32(lambda *xs: F.einsum(node.attrs["equation"], *xs), *args)
 
 
-def _pads(node, x_shape, kernel, strides, dilations):
-    """(begin, end) padding per spatial axis, from ``pads`` or ``auto_pad``."""
-    n = len(kernel)
-    mode = node.attrs.get("auto_pad", "NOTSET")
-    if mode in ("NOTSET", "VALID"):
-        pads = list(node.attrs.get("pads", [0] * 2 * n)) if mode == "NOTSET" else [0] * 2 * n
-        return list(zip(pads[:n], pads[n:]))
-    out = []
-    for size, k, s, d in zip(x_shape[2:], kernel, strides, dilations):
-        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
-        lo = total // 2 if mode == "SAME_UPPER" else total - total // 2
-        out.append((lo, total - lo))
-    return out
-
-
-def _geometry(node, x, w_shape=None):
+def _geometry(node, x, w_shape):
     kernel = list(node.attrs.get("kernel_shape") or w_shape[2:])
     n = len(kernel)
     strides = list(node.attrs.get("strides", [1] * n))
     dilations = list(node.attrs.get("dilations", [1] * n))
-    pads = _pads(node, arr(x).shape, kernel, strides, dilations)
+    pads = auto_pads(node, arr(x).shape[2:], kernel, strides, dilations)
     return kernel, strides, dilations, pads
 
 
@@ -69,8 +58,6 @@ def _symmetric(x, pads, value):
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 _CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
-_MAXPOOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
-_AVGPOOL = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 
 
 @op("Conv")
@@ -79,49 +66,62 @@ def _conv(node, args, module):
     b = args[2] if len(args) > 2 else None
     kernel, strides, dilations, pads = _geometry(node, x, arr(w).shape)
     x, padding = _symmetric(x, pads, 0.0)
-    return _CONV[len(kernel)](x, w, b, stride=tuple(strides), padding=tuple(padding),
-                              dilation=tuple(dilations), groups=node.attrs.get("group", 1))
+
+    def conv(x, w, b):
+        return _CONV[len(kernel)](x, w, b, stride=tuple(strides), padding=tuple(padding),
+                                  dilation=tuple(dilations), groups=node.attrs.get("group", 1))
+    return via_float32(conv, x, w, b, half=True)     # CPU kernels lack float16 convolution
+
+
+def _transpose_spans(node, x_shape, strides, full):
+    """Per spatial axis, the (start, stop) of ConvTranspose's output within the unpadded
+    full output (length ``full``): ``pads`` crop it, ``output_padding`` extends it, and
+    ``output_shape`` or ``auto_pad=SAME_*`` (output = input * stride) fix its length."""
+    n = len(full)
+    at = node.attrs
+    extra = list(at.get("output_padding", [0] * n))
+    mode = at.get("auto_pad", "NOTSET")
+    target = list(at.get("output_shape", []))[-n:] if "output_shape" in at else None
+    if target is None and mode in ("SAME_UPPER", "SAME_LOWER"):
+        target = [size * s for size, s in zip(x_shape[2:], strides)]
+    if target is None:
+        pads = [0] * 2 * n if mode == "VALID" else list(at.get("pads", [0] * 2 * n))
+        return [(lo, f + e - hi) for lo, hi, f, e in zip(pads[:n], pads[n:], full, extra)]
+    spans = []
+    for f, e, out in zip(full, extra, target):
+        total = f + e - out
+        lo = total // 2 if mode == "SAME_UPPER" else total - total // 2
+        spans.append((lo, lo + out))
+    return spans
+
+
+def _window(y, spans, full):
+    """``y`` cut to ``spans`` along its spatial axes, zeros where a span leaves it."""
+    widths = [(0, 0), (0, 0)] + [(max(-a, 0), max(b - f, 0)) for (a, b), f in zip(spans, full)]
+    if any(w != (0, 0) for w in widths):
+        y = F.pad(y, widths)
+    index = (slice(None), slice(None)) + tuple(
+        slice(a + lo, b + lo) for (a, b), (lo, _) in zip(spans, widths[2:]))
+    return F.get_item(y, index)
 
 
 @op("ConvTranspose")
 def _conv_transpose(node, args, module):
+    """LeZero's transposed convolution without padding, then cut to the output ONNX
+    asks for (see ``_transpose_spans``); the bias is added last."""
     x, w = args[:2]
     b = args[2] if len(args) > 2 else None
-    if "output_shape" in node.attrs:
-        raise ValueError("ConvTranspose with output_shape is not supported (give pads)")
-    kernel, strides, dilations, pads = _geometry(node, x, arr(w).shape)
-    if any(lo != hi for lo, hi in pads):
-        raise ValueError(f"ConvTranspose with asymmetric pads {pads} is not supported")
-    out_pad = tuple(node.attrs.get("output_padding", [0] * len(kernel)))
-    return _CONV_T[len(kernel)](x, w, b, stride=tuple(strides),
-                                padding=tuple(lo for lo, _ in pads), output_padding=out_pad,
-                                groups=node.attrs.get("group", 1), dilation=tuple(dilations))
-
-
-@op("MaxPool")
-def _max_pool(node, args, module):
-    x = args[0]
-    kernel, strides, dilations, pads = _geometry(node, x)
-    x, padding = _symmetric(x, pads, -np.inf)
-    y = _MAXPOOL[len(kernel)](x, tuple(kernel), tuple(strides), tuple(padding),
-                              tuple(dilations), ceil_mode=bool(node.attrs.get("ceil_mode", 0)))
-    return (y, None) if len(node.outputs) > 1 else y
-
-
-@op("AveragePool")
-def _avg_pool(node, args, module):
-    x = args[0]
-    kernel, strides, _, pads = _geometry(node, x)
-    include = bool(node.attrs.get("count_include_pad", 0))
-    if any(lo != hi for lo, hi in pads):
-        if not include:
-            raise ValueError("AveragePool with asymmetric pads and count_include_pad=0")
-        x, pads = _symmetric(x, pads, 0.0)
-    else:
-        pads = [lo for lo, _ in pads]
-    return _AVGPOOL[len(kernel)](x, tuple(kernel), tuple(strides), tuple(pads),
-                                 ceil_mode=bool(node.attrs.get("ceil_mode", 0)),
-                                 count_include_pad=include)
+    n = arr(w).ndim - 2
+    strides = list(node.attrs.get("strides", [1] * n))
+    dilations = list(node.attrs.get("dilations", [1] * n))
+    groups = node.attrs.get("group", 1)
+    y = _CONV_T[n](x, w, None, stride=tuple(strides), padding=0, groups=groups,
+                   dilation=tuple(dilations))
+    full = list(y.shape[2:])
+    spans = _transpose_spans(node, arr(x).shape, strides, full)
+    if any(a != 0 or b_ != f for (a, b_), f in zip(spans, full)):
+        y = _window(y, spans, full)
+    return y if b is None else y + _channel(b, n + 2)
 
 
 @op("GlobalAveragePool", "GlobalMaxPool")
@@ -132,11 +132,37 @@ def _global_pool(node, args, module):
     return fn(x, axis=axes, keepdims=True)
 
 
+def _channel(v, ndim):
+    """A per-channel vector shaped to broadcast over (N, C, ...)."""
+    shape = (1, -1) + (1,) * (ndim - 2)
+    return F.reshape(v, shape) if is_var(v) else np.reshape(arr(v), shape)
+
+
+def _batch_norm_training(node, x, scale, bias, mean, var):
+    """Normalised by the batch's statistics (biased variance); also the running
+    statistics updated with ``momentum`` (ONNX: new = old * momentum + batch * (1 -
+    momentum))."""
+    ndim, eps = arr(x).ndim, node.attrs.get("epsilon", 1e-5)
+    momentum = node.attrs.get("momentum", 0.9)
+    axes = (0,) + tuple(range(2, ndim))
+    batch_mean = F.mean(x, axis=axes, keepdims=True)
+    centred = x - batch_mean
+    batch_var = F.mean(centred * centred, axis=axes, keepdims=True)
+    y = centred / F.sqrt(batch_var + eps) * _channel(scale, ndim) + _channel(bias, ndim)
+    flat_mean, flat_var = F.reshape(batch_mean, (-1,)), F.reshape(batch_var, (-1,))
+    running_mean = mean * momentum + flat_mean * (1 - momentum)
+    running_var = var * momentum + flat_var * (1 - momentum)
+    outs = (y, running_mean, running_var)
+    if len(node.outputs) > 3:        # before opset 14: also the batch's own statistics
+        outs += (flat_mean, flat_var)
+    return outs
+
+
 @op("BatchNormalization")
 def _batch_norm(node, args, module):
     x, scale, bias, mean, var = args[:5]
-    if node.attrs.get("training_mode", 0):
-        raise ValueError("BatchNormalization in training mode is not supported")
+    if node.attrs.get("training_mode", 0) or (module.opset < 14 and len(node.outputs) > 1):
+        return _batch_norm_training(node, x, scale, bias, mean, var)
     return F.batch_norm(x, arr(mean), arr(var), scale, bias, training=False,
                         eps=node.attrs.get("epsilon", 1e-5))
 
@@ -147,13 +173,36 @@ def _instance_norm(node, args, module):
     return F.instance_norm(x, weight=scale, bias=bias, eps=node.attrs.get("epsilon", 1e-5))
 
 
+def _layer_norm_stats(node, x, scale, bias, axis):
+    """LayerNormalization with its ``Mean`` and ``InvStdDev`` outputs (over the axes
+    from ``axis`` on, kept as size 1), computed in float32 unless ``stash_type`` says
+    otherwise (never narrower than the input) and returned in the input's dtype, as ONNX's
+    reference does."""
+    dtype, eps = arr(x).dtype, node.attrs.get("epsilon", 1e-5)
+    stash = dtype
+    if node.attrs.get("stash_type", 1) == 1 and dtype.itemsize < 4:
+        stash = np.dtype(np.float32)
+    xs = as_dtype(x, stash)
+    axes = tuple(range(axis, arr(x).ndim))
+    mean = F.mean(xs, axis=axes, keepdims=True)
+    centred = xs - mean
+    inv_std = 1.0 / F.sqrt(F.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    y = as_dtype(centred * inv_std, dtype) * scale
+    if bias is not None:
+        y = y + bias
+    return y, as_dtype(mean, dtype), as_dtype(inv_std, dtype)
+
+
 @op("LayerNormalization")
 def _layer_norm(node, args, module):
     x, scale = args[:2]
     bias = args[2] if len(args) > 2 else None
     axis = node.attrs.get("axis", -1) % arr(x).ndim
-    y = F.layer_norm(x, arr(x).shape[axis:], scale, bias, eps=node.attrs.get("epsilon", 1e-5))
-    return (y,) + (None,) * (len(node.outputs) - 1)
+    if len(node.outputs) > 1 and any(node.outputs[1:]):
+        outs = _layer_norm_stats(node, x, scale, bias, axis)
+        return outs[:len(node.outputs)]
+    return F.layer_norm(x, arr(x).shape[axis:], scale, bias,
+                        eps=node.attrs.get("epsilon", 1e-5))
 
 
 @op("Softmax", "LogSoftmax")
@@ -180,34 +229,18 @@ def _gates(w, kind, hidden):
     return blocks[0] if len(blocks) == 1 else F.concatenate(blocks, axis=0)
 
 
-def _check_recurrent(node, args, kind):
-    a = node.attrs
-    if a.get("clip") is not None or a.get("input_forget", 0):
-        raise ValueError(f"{kind} with clip or input_forget is not supported")
-    if kind == "GRU" and not a.get("linear_before_reset", 0):
-        raise ValueError("GRU with linear_before_reset=0 is not supported (PyTorch's GRU "
-                         "exports linear_before_reset=1)")
-    if len(args) > 4 and args[4] is not None:
-        lens = np.asarray(arr(args[4])).reshape(-1)
-        if lens.size and not (lens == lens.max()).all():
-            raise ValueError(f"{kind} with unequal sequence_lens is not supported")
-    if kind == "LSTM" and len(args) > 7 and args[7] is not None:
-        raise ValueError("LSTM with peepholes (input P) is not supported")
-
-
 def _rnn_fn(node, kind):
     if kind != "RNN":
         return _FUSED[kind]
     acts = [s.lower() for s in node.attrs.get("activations", ["Tanh"])]
-    if acts[0] not in ("tanh", "relu"):
-        raise ValueError(f"RNN activation {acts[0]!r} is not supported")
-    return F.rnn_tanh if acts[0] == "tanh" else F.rnn_relu
+    return F.rnn_tanh if acts[0] == "tanh" else F.rnn_relu    # others: import_rnn
 
 
 @op("LSTM", "GRU", "RNN")
 def _recurrent(node, args, module):
     kind = node.op
-    _check_recurrent(node, args, kind)
+    if import_rnn.needs_steps(node, args):
+        return import_rnn.run_steps(node, args)
     a = node.attrs
     x, w, r = args[:3]
     b = args[3] if len(args) > 3 else None
@@ -244,3 +277,7 @@ def _recurrent_outputs(out, h, kind, dirs, hidden, batch_first):
     if batch_first:
         finals = [F.transpose(s, (1, 0, 2)) for s in finals]
     return tuple([y] + finals)
+
+
+from lezero.onnx import import_pool  # noqa: E402,F401  (MaxPool, AveragePool)
+from lezero.onnx import import_extra  # noqa: E402,F401  (TopK, OneHot, GatherND, ...)

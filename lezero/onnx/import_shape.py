@@ -2,8 +2,10 @@
 import numpy as np
 
 import lezero.functions as F
+from lezero import cuda
+from lezero.core import Variable
 from lezero.onnx.import_checks import bounded
-from lezero.onnx.import_ops import arr, ints, is_var, op
+from lezero.onnx.import_ops import arr, as_dtype, ints, is_var, op, scalar
 
 _DTYPES = None
 
@@ -23,12 +25,24 @@ def _axes(node, args, k=1):
     return list(node.attrs.get("axes", []))
 
 
-@op("Identity", "Dropout")
+@op("Identity")
 def _identity(node, args, module):
-    if node.op == "Dropout" and len(args) > 2 and args[2] is not None and bool(arr(args[2])):
-        raise ValueError("Dropout in training mode (training_mode=True) is not supported")
+    return args[0]
+
+
+@op("Dropout")
+def _dropout(node, args, module):
+    """Inference: the identity and an all-true mask.  ``training_mode`` with a ratio
+    above 0 drops at random, which an imported graph cannot reproduce: refused."""
     x = args[0]
-    if node.op == "Dropout" and len(node.outputs) > 1:
+    training = len(args) > 2 and args[2] is not None and bool(scalar(args[2]))
+    if training:
+        ratio = float(scalar(args[1])) if len(args) > 1 and args[1] is not None else 0.5
+        if ratio != 0.0:
+            raise ValueError(f"Dropout in training mode (training_mode=True) "
+                             f"with ratio {ratio} is not supported (random; LeZero runs "
+                             "imported graphs deterministically)")
+    if len(node.outputs) > 1 and node.outputs[1]:
         return x, np.ones(arr(x).shape, dtype=bool)
     return x
 
@@ -49,12 +63,9 @@ def _constant(node, args, module):
 def _cast(node, args, module):
     x, dtype = args[0], _np_dtype(node.attrs["to"])
     if is_var(x):
-        if x.dtype == dtype:
-            return x
         if x.dtype.kind == "f" and dtype.kind == "f":
-            return x * np.ones((), dtype=dtype) if dtype.itemsize >= x.dtype.itemsize \
-                else arr(x).astype(dtype)
-        return arr(x).astype(dtype)
+            return as_dtype(x, dtype)           # differentiable, narrowing too
+        return x if x.dtype == dtype else arr(x).astype(dtype)
     return np.asarray(x).astype(dtype)
 
 
@@ -102,9 +113,11 @@ def _reshape(node, args, module):
 
 @op("Flatten")
 def _flatten(node, args, module):
+    """To 2-D at ``axis``, which may be the rank itself (all axes in the rows)."""
     x = args[0]
-    axis = node.attrs.get("axis", 1) % max(arr(x).ndim, 1)
-    shape = (int(np.prod(arr(x).shape[:axis])), -1)
+    dims, axis = arr(x).shape, node.attrs.get("axis", 1)
+    axis = axis + len(dims) if axis < 0 else axis
+    shape = (int(np.prod(dims[:axis])), int(np.prod(dims[axis:])))
     return F.reshape(x, shape) if is_var(x) else np.reshape(arr(x), shape)
 
 
@@ -203,33 +216,107 @@ def _gather_elements(node, args, module):
     axis = node.attrs.get("axis", 0)
     if not is_var(data):
         return np.take_along_axis(arr(data), arr(idx), axis=axis)
-    return F.gather(data, axis, arr(idx).astype(np.int64))
+    idx = arr(idx).astype(np.int64)
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)    # ONNX counts these from the end
+    return F.gather(data, axis, idx)
 
 
-@op("ScatterElements")
+_SCATTER_NP = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_SCATTER_F = {"add": F.add, "mul": F.mul, "max": F.maximum, "min": F.minimum}
+
+
+def _scatter_slices(data, idx, src, axis, reduction):
+    """Differentiable ScatterElements with a reduction: one step per position along
+    ``axis`` of ``idx``; within a step the targets are distinct, so gather, combine and
+    write back is exact even when ``idx`` repeats a target across steps."""
+    out = data
+    for j in range(idx.shape[axis]):
+        pick = tuple(slice(j, j + 1) if k == axis else slice(None) for k in range(idx.ndim))
+        part = idx[pick]
+        piece = F.get_item(src, pick)
+        old = F.gather(out, axis, part)
+        out = F.scatter(out, axis, part, _SCATTER_F[reduction](old, piece))
+    return out
+
+
+@op("ScatterElements", "Scatter")
 def _scatter_elements(node, args, module):
+    """Reductions none, add, mul, max and min; negative indices count from the end."""
     data, idx, src = args
-    if node.attrs.get("reduction", "none") != "add":
-        raise ValueError("ScatterElements is supported with reduction='add'")
-    return F.scatter_add(data, node.attrs.get("axis", 0), arr(idx).astype(np.int64), src)
+    reduction = node.attrs.get("reduction", "none")
+    if reduction not in ("none",) + tuple(_SCATTER_NP):
+        raise ValueError(f"ScatterElements reduction {reduction!r} is not "
+                         "supported (none, add, mul, max, min)")
+    axis = node.attrs.get("axis", 0) % arr(data).ndim
+    idx = arr(idx).astype(np.int64)
+    idx = np.where(idx < 0, idx + arr(data).shape[axis], idx)
+    if not (is_var(data) or is_var(src)):
+        out, src_at = np.array(arr(data)), np.broadcast_to(arr(src), idx.shape)
+        where = tuple(idx if k == axis else np.indices(idx.shape)[k] for k in range(idx.ndim))
+        if reduction == "none":
+            out[where] = src_at
+        else:
+            _SCATTER_NP[reduction].at(out, where, src_at)
+        return out
+    idx = cuda.get_array_module(arr(data)).asarray(idx)      # on the data's device
+    if not is_var(src):
+        src = Variable(cuda.get_array_module(arr(data)).asarray(arr(src)), requires_grad=False)
+    if reduction == "none":
+        return F.scatter(data, axis, idx, src)
+    if reduction == "add":
+        return F.scatter_add(data, axis, idx, src)
+    return _scatter_slices(data, idx, src, axis, reduction)
+
+
+_PAD_MODES = ("constant", "reflect", "edge", "wrap")
+
+
+def _pad_arguments(node, args, module):
+    """(pads, constant value or None, axes) from the inputs (opset >= 11) or, before
+    opset 11, from the ``pads`` and ``value`` attributes."""
+    if module.opset < 11:
+        return list(node.attrs["pads"]), node.attrs.get("value", 0.0), None
+    value = scalar(args[2]) if len(args) > 2 and args[2] is not None else 0
+    axes = ints(args[3]) if len(args) > 3 and args[3] is not None else None
+    return ints(args[1]), value, axes
+
+
+def _pad_widths(node, pads, axes, ndim):
+    axes = list(range(ndim)) if axes is None else [a % ndim for a in axes]
+    if len(pads) != 2 * len(axes):
+        raise ValueError(f"Pad got {len(pads)} pads for {len(axes)} axes "
+                         f"(expected {2 * len(axes)})")
+    widths = [(0, 0)] * ndim
+    for k, a in enumerate(axes):
+        widths[a] = (pads[k], pads[k + len(axes)])
+    return widths
 
 
 @op("Pad")
 def _pad(node, args, module):
-    x, pads = args[0], ints(args[1]) if len(args) > 1 else node.attrs["pads"]
+    """Modes constant, reflect, edge and wrap; negative pads crop (constant mode only)."""
+    x = args[0]
     mode = node.attrs.get("mode", "constant")
-    if mode != "constant":
-        raise ValueError(f"Pad mode {mode!r} is not supported (only 'constant')")
-    value = float(arr(args[2])) if len(args) > 2 and args[2] is not None else 0.0
-    ndim = arr(x).ndim
-    axes = ints(args[3]) if len(args) > 3 and args[3] is not None else list(range(ndim))
-    widths = [(0, 0)] * ndim
-    for k, a in enumerate(axes):
-        widths[a % ndim] = (pads[k], pads[k + len(axes)])
-    bounded(node, tuple(max(n + lo + hi, 0) for n, (lo, hi) in zip(arr(x).shape, widths)))
+    if mode not in _PAD_MODES:
+        raise ValueError(f"Pad mode {mode!r} is not supported "
+                         f"({', '.join(_PAD_MODES)})")
+    pads, value, axes = _pad_arguments(node, args, module)
+    data = arr(x)
+    widths = _pad_widths(node, pads, axes, data.ndim)
+    if mode != "constant" and any(lo < 0 or hi < 0 for lo, hi in widths):
+        raise ValueError(f"Pad with negative pads is supported in mode "
+                         f"'constant' only, got mode {mode!r} and pads {pads}")
+    bounded(node, tuple(max(n + lo + hi, 0) for n, (lo, hi) in zip(data.shape, widths)))
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    # after growing, a negative pad drops that many elements from its end
+    crop = tuple(slice(-min(lo, 0), n + g_lo + g_hi + min(hi, 0))
+                 for n, (lo, hi), (g_lo, g_hi) in zip(data.shape, widths, grow))
+    extra = {"constant_values": np.asarray(value).astype(data.dtype).item()} \
+        if mode == "constant" else {}
     if is_var(x):
-        return F.pad(x, widths, constant_values=value)
-    return np.pad(arr(x), widths, constant_values=value)
+        out = F.pad(x, grow, mode=mode, **extra)
+        return F.get_item(out, crop) if any(lo < 0 or hi < 0 for lo, hi in widths) else out
+    return np.pad(data, grow, mode=mode, **extra)[crop]
 
 
 @op("Trilu")

@@ -14,16 +14,24 @@ malformed or hostile part of one (``lezero.onnx.import_checks``: external data o
 the model's folder, tensors whose data does not match their dims, attributes of the
 wrong type, undefined values ...).  A node that fails at run time is an
 ``OnnxImportError`` naming the file and the node.
+
+Subgraphs (the GRAPH attributes of ``If``, ``Loop`` and ``Scan``) are parsed into
+``_Graph``s; an operator runs one with ``module.run_subgraph(graph, inputs)``, which sees
+the values of the enclosing graphs, as ONNX scoping says.  A subgraph's initializers are
+constants (not trained).
 """
+import collections
 import os
 import re
 
 import numpy as np
 
+from lezero import cuda
 from lezero.core import Parameter, Variable
 from lezero.nn import Module
 from lezero.utils.files import FileFormatError
-from lezero.onnx.import_checks import attribute_value, check_model, read_model, tensor_array
+from lezero.onnx.import_checks import (attribute_value, check_model, read_model, subgraphs,
+                                       tensor_array)
 
 __all__ = ["OnnxImportError", "OnnxModule", "load"]
 
@@ -47,7 +55,7 @@ def _safe(name, taken):
 class _Node:
     """One ONNX node, parsed: op type, input/output names and Python attributes."""
 
-    __slots__ = ("op", "inputs", "outputs", "attrs", "name", "index", "source")
+    __slots__ = ("op", "inputs", "outputs", "attrs", "name", "index", "source", "scoped")
 
     def __init__(self, proto, index, source="<onnx>"):
         self.op, self.index = proto.op_type, index
@@ -55,15 +63,68 @@ class _Node:
         self.name = proto.name or f"{proto.op_type}_{index}"
         self.source = source
         self.attrs = {}
+        self.scoped = False             # True when it holds subgraphs
 
-    def read_attributes(self, proto):
-        """Attributes as Python values (checked by ``import_checks.attribute_value``)."""
+    def read_attributes(self, proto, depth=0):
+        """Attributes as Python values (checked by ``import_checks.attribute_value``);
+        a subgraph becomes a ``_Graph`` (this node lies at nesting ``depth``)."""
+        where = f"onnx.load: {self.source!r}: {self.where()}"
         for a in proto.attribute:
-            self.attrs[a.name] = attribute_value(a, f"onnx.load: {self.source!r}: "
-                                                    f"{self.where()}")
+            value = attribute_value(a, where)
+            if a.type == 5:
+                value, self.scoped = _Graph(value, self.source, depth + 1), True
+            self.attrs[a.name] = value
 
     def where(self):
         return f"node {self.index} {self.name[:80]!r} ({self.op[:80]})"
+
+
+class _Graph:
+    """A subgraph, parsed: nodes (attributes read), constant initializers and the names
+    of its inputs and outputs."""
+
+    def __init__(self, proto, source, depth):
+        self.nodes = [_Node(n, k, source) for k, n in enumerate(proto.node)]
+        for node, p in zip(self.nodes, proto.node):
+            node.read_attributes(p, depth)
+        self.consts = {t.name: tensor_array(t, f"onnx.load: {source!r}: subgraph "
+                                               f"initializer {t.name[:80]!r}")
+                       for t in proto.initializer}
+        self.input_names = [i.name for i in proto.input if i.name not in self.consts]
+        self.output_names = [o.name for o in proto.output]
+
+
+class _Scope:
+    """What an operator holding subgraphs gets as ``module``: the module (its attributes
+    read through) and the values in scope, so ``run_subgraph`` can see them."""
+
+    def __init__(self, module, env):
+        self._module, self._env = module, env
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+    def run_subgraph(self, graph, inputs):
+        """The outputs (a list) of ``graph`` run with its inputs bound to ``inputs``."""
+        if len(inputs) != len(graph.input_names):
+            raise ValueError(f"the subgraph takes {len(graph.input_names)} inputs "
+                             f"({', '.join(graph.input_names)}), got {len(inputs)}")
+        env = collections.ChainMap(dict(graph.consts), self._env)
+        env.maps[0].update(zip(graph.input_names, inputs))
+        return self._module._run(graph.nodes, env, graph.output_names)
+
+
+def _unsupported(graph, source, depth=0):
+    """The nodes (protos), subgraphs included, whose operator LeZero cannot import."""
+    from lezero.onnx.import_ops import IMPORT_OPS
+    missing = []
+    for k, n in enumerate(graph.node):
+        if n.op_type not in IMPORT_OPS:
+            missing.append(_Node(n, k, source))
+        for _, sub in subgraphs(n, f"onnx.load: {source!r}: node {k} {n.name[:80]!r}",
+                                depth + 1):
+            missing += _unsupported(sub, source, depth + 1)
+    return missing
 
 
 def _read(path):
@@ -93,7 +154,7 @@ class OnnxModule(Module):
         g = proto.graph
         self.source, self.opset = source, _opset(proto)
         nodes = [_Node(n, k, source) for k, n in enumerate(g.node)]
-        missing = [n for n in nodes if n.op not in IMPORT_OPS]
+        missing = _unsupported(g, source)
         if missing:
             n = missing[0]
             more = f" (and {len(missing) - 1} more nodes)" if len(missing) > 1 else ""
@@ -144,11 +205,19 @@ class OnnxModule(Module):
         return env
 
     def forward(self, *inputs):
-        env = self._environment(inputs)
-        for node in self._nodes:
+        results = self._run(self._nodes, self._environment(inputs), self.output_names)
+        results = [r if isinstance(r, Variable) else Variable(_as_array(r), requires_grad=False)
+                   for r in results]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _run(self, nodes, env, output_names):
+        """Interpret ``nodes`` over the values ``env`` (extended in place); the values
+        named ``output_names``."""
+        for node in nodes:
             args = [env.get(i) if i else None for i in node.inputs]
             try:
-                outs = self._ops[node.op](node, args, self)
+                outs = self._ops[node.op](node, args, _Scope(self, env) if node.scoped
+                                          else self)
             except OnnxImportError:
                 raise
             except (TypeError, ValueError, IndexError, KeyError, AttributeError,
@@ -159,10 +228,7 @@ class OnnxModule(Module):
             for name, value in zip(node.outputs, outs):
                 if name:
                     env[name] = value
-        results = [env[n] for n in self.output_names]
-        results = [r if isinstance(r, Variable) else Variable(np.asarray(r), requires_grad=False)
-                   for r in results]
-        return results[0] if len(results) == 1 else tuple(results)
+        return [env[n] for n in output_names]
 
 
 def load(path):
@@ -179,3 +245,8 @@ def load(path):
         raise OnnxImportError(f"onnx.load: {path!r} is malformed ({type(e).__name__}: "
                               f"{str(e)[:300]})") from None
     return module.eval()
+
+
+def _as_array(r):
+    """A graph output that is not a Variable: a device array as it is, else NumPy's."""
+    return r if isinstance(r, cuda.array_types()) else np.asarray(r)

@@ -126,6 +126,11 @@ def _where(ctx, node):
     ctx.emit("Where", [cond] + ctx.ins(node), _out(node))
 
 
+@onnx_op("Cast", opset=13, emits=("Cast",))
+def _cast(ctx, node):
+    ctx.emit("Cast", ctx.ins(node), _out(node), to=ctx.tensor_type(node.attrs["dtype"]))
+
+
 # ----- reductions ----------------------------------------------------------------------
 
 def _axes(axis):

@@ -31,13 +31,20 @@ def _reorder(ctx, w, gates):
 def _sequence_input(ctx, node, steps, feat):
     """The layer's input as (T, B, I)."""
     x = node.inputs[0]
+    alias = ctx.aliases.get(x)
+    if alias is not None:                  # the output of a layer below: its 3-D form
+        return alias[0]
     src = ctx.producers.get(x)
+    if src is not None and src.op == "Concatenate" and src.attrs["axis"] in (1, -1):
+        parts = [ctx.aliases.get(v) for v in src.inputs]
+        if all(parts):                     # both directions of a bidirectional layer below
+            return ctx.emit("Concat", [p[0] for p in parts], axis=2)
     if src is not None and src.op == "Reshape":
         inner = src.inputs[0]
         a = ctx.shape(inner)
         if len(a) == 3 and a[0] == len(steps) and a[1] == steps[0][1]:
             return ctx.name(inner)
-    if ctx.dynamic_consts(node) or "steps" in ctx.dynamic_attrs(node):
+    if 0 in ctx.dynamic_consts(node) or "steps" in ctx.dynamic_attrs(node):
         ctx.fail(node, "a packed input whose (T, B) layout is not known with dynamic axes")
     return ctx.emit("Reshape", [ctx.name(x), ctx.ints([len(steps), steps[0][1], feat])])
 
@@ -48,6 +55,9 @@ def _state(ctx, node, k):
     if ctx.g.values[value].kind == "const" and not np.any(ctx.g.consts[value]):
         ctx.claim(node, f"input {k}")
         return ""
+    if k in ctx.dynamic_consts(node):
+        ctx.fail(node, f"input {k} (an initial state) is a constant whose shape follows a "
+                 "dynamic axis")
     return ctx.emit("Unsqueeze", [ctx.name(value), ctx.ints([0])])
 
 

@@ -14,9 +14,10 @@ def _x(ctx, node):
 
 
 def _dynamic_shape_target(ctx, node, in_name, out_name):
-    """A Reshape target valid for both traces: a static dim is written out, a dim that
-    changed copies the input dim at its position (0) when that matches in both traces,
-    and at most one other dim is inferred (-1)."""
+    """A Reshape target (tensor name) valid for both traces: a static dim is written out,
+    a dim that changed copies the input dim at its position (0) when that matches in both
+    traces, and at most one other dim is inferred (-1); with more, the whole target is
+    read from the graph inputs' run-time shapes."""
     (in_a, in_b), (out_a, out_b) = ctx.shapes(in_name), ctx.shapes(out_name)
     target = []
     for i, (a, b) in enumerate(zip(out_a, out_b)):
@@ -26,15 +27,18 @@ def _dynamic_shape_target(ctx, node, in_name, out_name):
             target.append(0)
         else:
             target.append(-1)
-    if target.count(-1) > 1:
-        ctx.fail(node, f"reshape from {in_a} to {out_a} mixes several dynamic dimensions; "
-                 "ONNX needs the target computed at run time, which this exporter does not do")
     if 0 in out_a:
         ctx.fail(node, "reshape to an empty dimension with dynamic axes")
-    return target
+    if target.count(-1) > 1:           # the target read from the graph inputs' shapes
+        shape = ctx.run_time_shape(out_a, out_b)
+        if shape is None:
+            ctx.fail(node, f"reshape from {in_a} to {out_a} mixes several dynamic "
+                     "dimensions that are not sizes of graph input axes")
+        return shape
+    return ctx.ints(target)
 
 
-@onnx_op("Reshape", opset=5, emits=("Reshape",))
+@onnx_op("Reshape", opset=5, emits=("Reshape", "Shape", "Gather", "Unsqueeze", "Concat"))
 def _reshape(ctx, node):
     x = node.inputs[0]
     alias = ctx.aliases.get(x)
@@ -46,10 +50,10 @@ def _reshape(ctx, node):
         ctx.claim(node, "shape")
         target = _dynamic_shape_target(ctx, node, x, node.outputs[0])
     else:
-        target = list(node.attrs["shape"])
-        if 0 in target:
+        if 0 in node.attrs["shape"]:
             ctx.fail(node, "reshape to an empty dimension")
-    ctx.emit("Reshape", [ctx.name(x), ctx.ints(target)], node.outputs)
+        target = ctx.ints(list(node.attrs["shape"]))
+    ctx.emit("Reshape", [ctx.name(x), target], node.outputs)
 
 
 @onnx_op("Transpose", opset=1, emits=("Transpose",))
@@ -60,7 +64,7 @@ def _transpose(ctx, node):
     ctx.emit("Transpose", [_x(ctx, node)], node.outputs, perm=ctx.int_list(axes))
 
 
-@onnx_op("BroadcastTo", opset=8, emits=("Expand",))
+@onnx_op("BroadcastTo", opset=8, emits=("Expand", "Shape", "Gather", "Unsqueeze", "Concat"))
 def _broadcast_to(ctx, node):
     (in_a, in_b), (out_a, out_b) = ctx.shapes(node.inputs[0]), ctx.shapes(node.outputs[0])
     lead = len(out_a) - len(in_a)
@@ -71,9 +75,14 @@ def _broadcast_to(ctx, node):
         elif i >= lead and in_a[i - lead] == a and in_b[i - lead] == b:
             target.append(1)            # Expand keeps the input's (dynamic) size there
         else:
-            ctx.fail(node, f"broadcast to {out_a} along a dynamic axis the input lacks")
+            target = None               # a size the input lacks: read it from an input
+            break
+    shape = ctx.ints(target) if target is not None else ctx.run_time_shape(out_a, out_b)
+    if shape is None:
+        ctx.fail(node, f"broadcast to {out_a} along a dynamic axis that neither the input "
+                 "nor a graph input has")
     ctx.claim(node, "shape")
-    ctx.emit("Expand", [_x(ctx, node), ctx.ints(target)], node.outputs)
+    ctx.emit("Expand", [_x(ctx, node), shape], node.outputs)
 
 
 @onnx_op("SumTo", opset=13, emits=("ReduceSum", "Squeeze"))
@@ -268,28 +277,40 @@ def _pad(ctx, node):
     ctx.emit("Pad", [_x(ctx, node), ctx.ints(pads), value], node.outputs, mode="constant")
 
 
+def _is_positions(v):
+    """arange(T), possibly with leading axes of size 1 (HF's ``arange(T)[None]``)."""
+    return v.ndim >= 1 and all(d == 1 for d in v.shape[:-1]) and np.array_equal(
+        v.reshape(-1), np.arange(v.shape[-1]))
+
+
 def _dynamic_positions(ctx, node):
     """Range(0, T) for indices that are arange(T) in both traces, T a dynamic input axis
     (GPT's positions); None otherwise."""
     a, b = node.attrs["indices"], ctx.other_attr(node, "indices")
     arrays = [np.asarray(cuda.as_numpy(v)) for v in (a, b)]
-    if not all(v.ndim == 1 and np.array_equal(v, np.arange(len(v))) for v in arrays):
+    if not all(_is_positions(v) for v in arrays) or arrays[0].ndim != arrays[1].ndim:
         return None
-    limit = ctx.input_dim(len(arrays[0]), len(arrays[1]))
+    limit = ctx.input_dim(arrays[0].shape[-1], arrays[1].shape[-1])
     if limit is None:
         return None
     zero, one = ctx.const(np.asarray(0, np.int64)), ctx.const(np.asarray(1, np.int64))
-    return ctx.emit("Range", [zero, limit, one])
+    idx = ctx.emit("Range", [zero, limit, one])
+    lead = arrays[0].ndim - 1
+    return ctx.emit("Unsqueeze", [idx, ctx.ints(list(range(lead)))]) if lead else idx
 
 
-@onnx_op("Embedding", opset=13, emits=("Gather", "Range", "Shape"))
+@onnx_op("Embedding", opset=13, emits=("Gather", "Range", "Shape", "Expand", "Unsqueeze",
+                                       "Concat", "Cast"))
 def _embedding(ctx, node):
     if "indices" in ctx.dynamic_attrs(node) and not isinstance(node.attrs["indices"], ValueRef):
         idx = _dynamic_positions(ctx, node)
         if idx is None:
+            idx = ctx.fill_tensor(node.attrs["indices"], ctx.other_attr(node, "indices"))
+        if idx is None:
             ctx.fail(node, "its indices are an array whose shape follows a dynamic axis and "
-                     "is not arange(axis); only indices that are graph inputs or positions "
-                     "can be dynamic")
+                     "is neither arange(axis) nor filled with one value; only indices that "
+                     "are graph inputs, positions or such fills can be dynamic")
+        idx = ctx.emit("Cast", [idx], to=ctx.tensor_type(np.int64))
         ctx.claim(node, "indices")
     else:
         idx = ctx.attr_tensor(node, "indices", dtype=np.int64)

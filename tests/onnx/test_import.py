@@ -33,10 +33,10 @@ def _model_with(op_type, name="mystery"):
 
 
 def test_unsupported_operator_names_the_operator_and_node(tmp_path):
-    path = str(tmp_path / "hardmax.onnx")
-    onnx.save(_model_with("Hardmax"), path)
+    path = str(tmp_path / "decoder.onnx")
+    onnx.save(_model_with("ImageDecoder"), path)
     with pytest.raises(lonnx.OnnxImportError,
-                       match=r"node 1 'mystery' \(Hardmax\) uses operator 'Hardmax'"):
+                       match=r"node 1 'mystery' \(ImageDecoder\) uses operator 'ImageDecoder'"):
         lonnx.load(path)
 
 

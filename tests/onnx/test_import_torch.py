@@ -142,3 +142,138 @@ def test_an_imported_model_fine_tunes(tmp_path):
         losses.append(float(loss.data))
     assert losses[-1] < 0.5 * losses[0]
     assert all(b < a for a, b in zip(losses, losses[1:]))      # it falls at every step
+
+
+# ----- the zoo's torchvision classifiers and Hugging Face language models ----------------
+# Exported by torch.onnx.export(dynamo=False, opset 17) with a dynamic batch, loaded, and
+# compared with torch at two batch sizes; one SGD step on the import lowers a loss.
+
+def _vision():
+    from lezero.testing.oracles import import_torchvision
+    tv = import_torchvision().models
+    from torchvision.models import convnext as tv_convnext
+    cn = tv_convnext.CNBlockConfig
+    return {
+        "resnet18": lambda: tv.resnet18(num_classes=5),
+        "resnext": lambda: tv.ResNet(tv.resnet.Bottleneck, [1, 1, 1, 1], groups=4,
+                                     width_per_group=8, num_classes=5),
+        "mobilenet_v2": lambda: tv.mobilenet_v2(num_classes=5, width_mult=0.25),
+        "mobilenet_v3_small": lambda: tv.mobilenet_v3_small(num_classes=5, width_mult=0.5),
+        "efficientnet_b0": lambda: tv.efficientnet_b0(num_classes=5),
+        "convnext": lambda: tv.ConvNeXt([cn(16, 32, 1), cn(32, None, 1)], num_classes=5),
+        "densenet": lambda: tv.DenseNet(growth_rate=8, block_config=(2, 2),
+                                        num_init_features=16, num_classes=5),
+        "squeezenet1_1": lambda: tv.squeezenet1_1(num_classes=5),
+        "shufflenet_v2_x0_5": lambda: tv.shufflenet_v2_x0_5(num_classes=5),
+        "vit": lambda: tv.VisionTransformer(image_size=32, patch_size=8, num_layers=2,
+                                            num_heads=2, hidden_dim=16, mlp_dim=32,
+                                            num_classes=5),
+        "swin": lambda: tv.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                                           num_heads=[2, 4], window_size=[4, 4],
+                                           stochastic_depth_prob=0.0, num_classes=5),
+    }
+
+
+VISION = ["resnet18", "resnext", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
+          "convnext", "densenet", "squeezenet1_1", "shufflenet_v2_x0_5", "vit", "swin"]
+# vgg and alexnet: the same layers as these, with 100M+ parameters in their classifiers
+# at any image size (too slow for a unit test); tests/nn/models checks their layouts.
+
+
+def _torch_export(model, xs, path, names):
+    dyn = {n: {0: "batch"} for n in names + ["out"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, tuple(xs), path, dynamo=False, opset_version=17,
+                          input_names=names, output_names=["out"], dynamic_axes=dyn)
+    return lonnx.load(path)
+
+
+def _matches_at_two_batches(model, net, make_inputs):
+    for batch in (2, 3):
+        xs = make_inputs(batch)
+        with torch.no_grad():
+            ref = model(*xs).numpy()
+        with lz.no_grad():
+            out = net(*[x.numpy() for x in xs]).data
+        assert out.shape == ref.shape
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def _one_sgd_step_lowers_the_loss(net, xs, target):
+    """Gradients reach most initializers, and one SGD step (its size a tenth of the loss
+    over the squared gradient norm, so that the first-order model holds) lowers it."""
+    from lezero import optim
+    loss = F.mse_loss(net(*xs), target)
+    loss.backward()
+    params = list(net.parameters())
+    grads = [p.grad.data for p in params if p.grad is not None]
+    assert sum(bool(np.any(g)) for g in grads) >= len(params) // 2
+    norm2 = sum(float(np.sum(g.astype(np.float64) ** 2)) for g in grads)
+    optim.SGD(params, lr=0.1 * float(loss.data) / norm2).step()
+    with lz.no_grad():
+        after = float(F.mse_loss(net(*xs), target).data)
+    assert after < float(loss.data)
+
+
+@pytest.mark.parametrize("name", VISION)
+def test_torchvision_classifier_imports_with_a_dynamic_batch(tmp_path, name):
+    torch.manual_seed(0)
+    model = _vision()[name]().eval()
+    with torch.no_grad():                       # zero-initialised heads say nothing
+        for p in model.parameters():
+            if not p.any():
+                p.normal_(0, 0.1)
+    g = torch.Generator().manual_seed(1)
+    images = lambda b: [torch.randn(b, 3, 32, 32, generator=g)]     # noqa: E731
+    net = _torch_export(model, images(2), str(tmp_path / f"{name}.onnx"), ["images"])
+    _matches_at_two_batches(model, net, images)
+    x = images(2)[0].numpy()
+    _one_sgd_step_lowers_the_loss(net, [x], np.zeros((2, 5), np.float32))
+
+
+class _HFLogits(tn.Module):
+    """input_ids, attention_mask -> logits (no cache, a plain tensor out)."""
+
+    def __init__(self, hf):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids, attention_mask):
+        return self.hf(input_ids=input_ids, attention_mask=attention_mask,
+                       use_cache=False, return_dict=False)[0]
+
+
+def _hf(name):
+    from lezero.testing.oracles import import_transformers
+    t = import_transformers()
+    small = dict(vocab_size=99, attn_implementation="eager")
+    if name == "bert":
+        cfg = t.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=37, **small)
+        return t.BertForMaskedLM(cfg)
+    if name == "gpt2":
+        return t.GPT2LMHeadModel(t.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=24,
+                                              **small))
+    cfg = t.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        num_key_value_heads=2, intermediate_size=37,
+                        max_position_embeddings=64, **small)
+    return t.LlamaForCausalLM(cfg)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama"])
+def test_hugging_face_model_imports_with_a_dynamic_batch(tmp_path, name):
+    torch.manual_seed(0)
+    model = _HFLogits(_hf(name)).eval()
+    g = torch.Generator().manual_seed(2)
+
+    def inputs(batch):
+        ids = torch.randint(0, 99, (batch, 6), generator=g)
+        mask = torch.ones(batch, 6, dtype=torch.int64)
+        mask[0, 4:] = 0                                    # one padded row
+        return [ids, mask]
+    net = _torch_export(model, inputs(2), str(tmp_path / f"{name}.onnx"),
+                        ["input_ids", "attention_mask"])
+    _matches_at_two_batches(model, net, inputs)
+    ids, mask = (x.numpy() for x in inputs(2))
+    _one_sgd_step_lowers_the_loss(net, [ids, mask], np.zeros((2, 6, 99), np.float32))

@@ -27,7 +27,7 @@ from lezero.functions.attention.fused import FusedAttention
 from lezero.functions.attention.masked_softmax import MaskedSoftmax
 from lezero.functions.common import data_of, xp_of
 from lezero.functions.linalg import matmul
-from lezero.functions.stochastic.dropouts import ScaleShift
+from lezero.functions.stochastic import ScaleShift
 from lezero.functions.registry import register
 from lezero.functions.shape import broadcast_to, get_item, swapaxes
 from lezero.utils.checks import (check_array, check_bool, check_float_array, check_int,

@@ -153,24 +153,34 @@ def attention_bias(model, attention_mask, batch, q_len, kv_len, dtype, xp, causa
 
     ``attention_mask`` (B, kv_len) holds 1 for real tokens and 0 for padding (None: no
     padding); ``causal`` lets query i (the last q_len of kv_len positions) see keys
-    <= its position.  Returns None when nothing is masked and not causal."""
-    keep = None
+    <= its position.  Returns None when nothing is masked and not causal.  The padding
+    part is computed from the mask with LeZero operators (HF's ``(1 - mask) * min``), so
+    a traced or exported model keeps the mask as an input instead of this call's values."""
+    bias = None
     if attention_mask is not None:
-        mask = attention_mask.data if isinstance(attention_mask, lz.Variable) \
-            else attention_mask
-        if not isinstance(mask, cuda.array_types()):
-            mask = np.asarray(mask)
-        if mask.shape != (batch, kv_len):
-            raise ValueError(f"{model}: attention_mask must have shape (batch, seq) = "
-                             f"{(batch, kv_len)}, got {tuple(mask.shape)}")
-        keep = xp.asarray(mask).astype(bool)[:, None, None, :]
+        bias = _padding_bias(model, attention_mask, batch, kv_len, dtype, xp)
     if causal:
         rows = xp.arange(q_len)[:, None] + (kv_len - q_len)
         tri = (xp.arange(kv_len)[None, :] <= rows)[None, None]
-        keep = tri if keep is None else keep & tri
-    if keep is None:
-        return None
-    return xp.where(keep, 0.0, min_value(dtype)).astype(dtype)
+        causal_bias = xp.where(tri, 0.0, min_value(dtype)).astype(dtype)
+        return causal_bias if bias is None else F.minimum(bias, causal_bias)
+    return bias
+
+
+def _padding_bias(model, attention_mask, batch, kv_len, dtype, xp):
+    """(1 - mask) * min_value(dtype) as a (B, 1, 1, kv_len) Variable."""
+    mask = attention_mask
+    if not isinstance(mask, lz.Variable):
+        mask = lz.Variable(xp.asarray(mask if isinstance(mask, cuda.array_types())
+                                      else np.asarray(mask)), requires_grad=False)
+    if mask.shape != (batch, kv_len):
+        raise ValueError(f"{model}: attention_mask must have shape (batch, seq) = "
+                         f"{(batch, kv_len)}, got {tuple(mask.shape)}")
+    if mask.dtype.kind not in "biuf":
+        raise TypeError(f"{model}: attention_mask must hold numbers or booleans, got dtype "
+                        f"{mask.dtype}")
+    keep = mask.to(dtype=dtype)
+    return ((1.0 - keep) * min_value(dtype)).reshape(batch, 1, 1, kv_len)
 
 
 def init_hf_weights(module, std, scaled=(), num_layers=1):

@@ -16,7 +16,6 @@ import numpy as np
 
 import lezero.functions as F
 from lezero import cuda, nn
-from lezero.amp.cast import cast
 from lezero.nn.models._hf import (activation, attention_bias, check_input_ids,
                                   init_hf_weights, require_false, resolve_config)
 from lezero.nn.models.generation import GenerationMixin
@@ -61,7 +60,7 @@ class Conv1D(nn.Module):
                              f"dim, got shape {x.shape}")
         y = F.matmul(x, self.weight)
         # HF's torch.addmm: under autocast the bias joins the product in its dtype
-        return y + (self.bias if y.dtype == self.bias.dtype else cast(self.bias, y.dtype))
+        return y + (self.bias if y.dtype == self.bias.dtype else self.bias.to(dtype=y.dtype))
 
     def extra_repr(self):
         return f"nf={self.nf}, nx={self.nx}"

@@ -20,7 +20,8 @@ from lezero.nn.models._hf import (activation, attention_bias, check_input_ids,
                                   init_hf_weights, resolve_config)
 from lezero.nn.models.generation import GenerationMixin
 from lezero.nn.models.registry import register_model
-from lezero.nn.models.rotary import apply_rotary, rope_inv_freq, rotary_cos_sin
+from lezero.nn.models.rotary import (apply_rotary, rope_inv_freq, rotary_cos_sin,
+                                     rotary_cos_sin_from_ids)
 
 __all__ = ["LlamaModel", "LlamaForCausalLM", "LLAMA_FIELDS"]
 
@@ -135,10 +136,13 @@ class LlamaModel(nn.Module):
         ids = check_input_ids("LlamaForCausalLM", input_ids, cfg.vocab_size)
         xp = cuda.get_array_module(ids)
         B, T = ids.shape
-        if position_ids is None:
-            position_ids = xp.arange(past, past + T)[None]
         x = self.embed_tokens(ids)
-        cos, sin = rotary_cos_sin(position_ids, self.inv_freq, x.dtype)
+        if position_ids is None and not past:     # from the ids: exports follow T
+            cos, sin = rotary_cos_sin_from_ids(input_ids, self.inv_freq, x.dtype)
+        else:
+            if position_ids is None:
+                position_ids = xp.arange(past, past + T)[None]
+            cos, sin = rotary_cos_sin(position_ids, self.inv_freq, x.dtype)
         bias = None
         if attention_mask is not None or (past and T > 1):
             bias = attention_bias("LlamaForCausalLM", attention_mask, B, T, past + T,

@@ -15,11 +15,13 @@ import math
 
 import numpy as np
 
+import lezero as lz
 import lezero.functions as F
 from lezero import cuda
 from lezero.utils.checks import check_number
 
-__all__ = ["rope_inv_freq", "rotary_cos_sin", "rotate_half", "apply_rotary", "ROPE_TYPES"]
+__all__ = ["rope_inv_freq", "rotary_cos_sin", "rotary_cos_sin_from_ids", "rotate_half",
+           "apply_rotary", "ROPE_TYPES"]
 
 ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -70,6 +72,22 @@ def rotary_cos_sin(position_ids, inv_freq, dtype):
     freqs = xp.asarray(position_ids).astype(np.float32)[..., None] * xp.asarray(inv_freq)
     emb = xp.concatenate([freqs, freqs], axis=-1)[:, None]
     return xp.cos(emb).astype(dtype), xp.sin(emb).astype(dtype)
+
+
+def rotary_cos_sin_from_ids(input_ids, inv_freq, dtype):
+    """``rotary_cos_sin`` of the positions 0 .. T-1 of ``input_ids`` (B, T), computed with
+    LeZero operators from the ids (a running count of ones), so that a traced or exported
+    model follows the sequence length.  The angles are the same float32 products, so the
+    values equal ``rotary_cos_sin``'s."""
+    ids = input_ids if isinstance(input_ids, lz.Variable) else \
+        lz.Variable(input_ids, requires_grad=False)
+    ones = ids.to(dtype=np.float32) * 0.0 + 1.0                            # (B, T)
+    positions = F.cumsum(ones, axis=1) - 1.0
+    xp = cuda.get_array_module(ids.data)
+    freqs = F.expand_dims(positions, -1) * xp.asarray(inv_freq)        # (B, T, d/2)
+    emb = F.expand_dims(F.concatenate([freqs, freqs], axis=-1), 1)     # (B, 1, T, d)
+    cos, sin = F.cos(emb), F.sin(emb)
+    return (cos, sin) if cos.dtype == dtype else (cos.to(dtype=dtype), sin.to(dtype=dtype))
 
 
 def rotate_half(x):

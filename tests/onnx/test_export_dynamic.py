@@ -1,0 +1,230 @@
+"""Export never freezes a value that depends on an input, and the model zoo exports with
+a dynamic batch (and sequence where the model has one).
+
+Each model: ``onnx.export`` with dynamic axes (which validates the example and the grown
+inputs), ``onnx.checker.check_model(full_check=True)``, then onnxruntime on inputs of a
+third batch (and sequence) size, compared with LeZero.  The models of tests/jit/zoo.py
+are in test_export_zoo.py; this file holds the rest of the zoo.
+"""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+import onnx  # noqa: E402
+
+import lezero as lz  # noqa: E402
+import lezero.functions as F  # noqa: E402
+from lezero import nn  # noqa: E402
+from lezero import onnx as lonnx  # noqa: E402
+from lezero.nn import models as M  # noqa: E402
+from lezero.onnx import ExportError  # noqa: E402
+from lezero.onnx.validate import leaf_arrays, ort_session  # noqa: E402
+
+
+def _f(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _ids(high, *shape, seed=0):
+    return np.random.default_rng(seed).integers(0, high, shape)
+
+
+B = {"input_0": {0: "batch"}}
+BS = {"input_0": {0: "batch", 1: "sequence"}}
+HF = dict(vocab_size=99, num_attention_heads=4, intermediate_size=37)
+
+# name -> (builder, example inputs, dynamic axes)
+DYNAMIC_ZOO = {
+    "vit": (lambda: M.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                        hidden_dim=16, mlp_dim=32, num_classes=10),
+            lambda: [_f(1, 3, 32, 32)], B),               # batch 1: the class token
+    "swin": (lambda: M.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                                       num_heads=[2, 4], window_size=[4, 4],
+                                       stochastic_depth_prob=0.0, num_classes=10),
+             lambda: [_f(1, 3, 32, 32)], B),
+    "densenet": (lambda: M.DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16,
+                                    num_classes=5), lambda: [_f(1, 3, 32, 32)], B),
+    "efficientnet_b0": (lambda: M.efficientnet_b0(num_classes=5), lambda: [_f(1, 3, 32, 32)], B),
+    "mobilenet_v3_small": (lambda: M.mobilenet_v3_small(width_mult=0.5, num_classes=5),
+                           lambda: [_f(1, 3, 32, 32)], B),
+    "convnext": (lambda: M.ConvNeXt([M.convnext.CNBlockConfig(16, 32, 1),
+                                     M.convnext.CNBlockConfig(32, None, 1)], num_classes=5),
+                 lambda: [_f(1, 3, 32, 32)], B),
+    "resnext": (lambda: M.ResNet(M.Bottleneck, [1, 1, 1, 1], groups=4, width_per_group=8,
+                                 num_classes=5), lambda: [_f(1, 3, 32, 32)], B),
+    "shufflenet": (lambda: M.shufflenet_v2_x0_5(num_classes=5), lambda: [_f(1, 3, 32, 32)], B),
+    "squeezenet": (lambda: M.squeezenet1_1(num_classes=5), lambda: [_f(1, 3, 32, 32)], B),
+    "bert": (lambda: M.BertForMaskedLM(hidden_size=32, num_hidden_layers=2, **HF),
+             lambda: [_ids(99, 2, 5), np.ones((2, 5), np.int64)],
+             {"input_0": {0: "batch", 1: "sequence"}, "input_1": {0: "batch", 1: "sequence"}}),
+    "gpt2": (lambda: M.GPT2LMHeadModel(vocab_size=99, n_embd=32, n_layer=2, n_head=4,
+                                       n_positions=24), lambda: [_ids(99, 2, 5)], BS),
+    "llama": (lambda: M.LlamaForCausalLM(hidden_size=32, num_hidden_layers=2,
+                                         num_key_value_heads=2, max_position_embeddings=64,
+                                         **HF), lambda: [_ids(99, 2, 5)], BS),
+    "lstm_2_layers": (lambda: nn.LSTM(4, 6, num_layers=2), lambda: [_f(5, 2, 4)],
+                      {"input_0": {0: "sequence", 1: "batch"}}),
+    "gru_bidirectional_2_layers": (lambda: nn.GRU(4, 6, num_layers=2, bidirectional=True),
+                                   lambda: [_f(5, 2, 4)],
+                                   {"input_0": {0: "sequence", 1: "batch"}}),
+    "textcnn": (lambda: M.get_model("textcnn", vocab_size=30, num_classes=4, embed_dim=12,
+                                    num_filters=4), lambda: [_ids(29, 2, 9) + 1], B),
+    "speech_ctc": (lambda: M.get_model("speech_ctc", n_mels=8, num_classes=5, channels=8,
+                                       hidden_size=8), lambda: [_f(2, 8, 20)], B),
+    "unet": (lambda: M.get_model("unet", n_channels=1, n_classes=2, base_channels=4),
+             lambda: [_f(1, 1, 32, 32)], B),
+    "yolov5n": (lambda: M.get_model("yolov5n", num_classes=3), lambda: [_f(1, 3, 64, 64)], B),
+    "simclr": (lambda: M.get_model("simclr", in_channels=1, width=8, proj_dim=8),
+               lambda: [_f(2, 1, 28, 28)], B),
+    "dqn": (lambda: M.get_model("dqn", obs_dim=4, n_actions=2, hidden=8), lambda: [_f(2, 4)], B),
+    "a2c": (lambda: M.get_model("a2c", obs_dim=4, n_actions=2, hidden=8), lambda: [_f(2, 4)], B),
+}
+
+
+def build(name, seed=0):
+    """The model in eval mode, every all-zero parameter (zero-initialised heads) given
+    small random values so that the outputs say something, and its example inputs."""
+    lz.manual_seed(seed)
+    make, inputs, _ = DYNAMIC_ZOO[name]
+    model = make().eval()
+    rng = np.random.default_rng(seed)
+    for p in model.parameters():
+        if not np.any(p.data):
+            p.data[...] = 0.1 * rng.standard_normal(p.shape).astype(p.dtype)
+    return model, inputs()
+
+
+def third_size(xs, dyn, names):
+    """The inputs grown again along their dynamic axes (batch by 2, sequence by 3): a size
+    neither the example nor the export's validation used."""
+    out = []
+    for name, x in zip(names, xs):
+        for axis, dim in sorted(dyn.get(name, {}).items()):
+            extra = 3 if dim == "sequence" else 2
+            x = np.concatenate([x, np.take(x, list(range(extra)), axis=axis, mode="wrap")],
+                               axis=axis)
+        out.append(x)
+    return out
+
+
+def run_both(path, model, xs, names):
+    """(onnxruntime outputs, LeZero outputs) of the file and the model on ``xs``."""
+    with open(path, "rb") as f:
+        session = ort_session(f.read())
+    got = session.run(None, dict(zip(names, xs)))
+    with lz.no_grad():
+        ref = leaf_arrays(model(*xs))
+    return got, ref
+
+
+def assert_close(got, ref, tol=1e-4):
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape
+        scale = max(1.0, float(np.max(np.abs(r))))
+        assert float(np.max(np.abs(g - r))) <= tol * scale
+
+
+@pytest.mark.parametrize("name", sorted(DYNAMIC_ZOO))
+def test_zoo_model_exports_with_dynamic_axes(tmp_path, name):
+    model, xs = build(name)
+    dyn = DYNAMIC_ZOO[name][2]
+    path = str(tmp_path / f"{name}.onnx")
+    report = lonnx.export(model, tuple(xs), path, dynamic_axes=dyn)
+    assert len(report.cases) >= 2                          # example and grown inputs
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto, full_check=True)
+    for inp in proto.graph.input:
+        dims = inp.type.tensor_type.shape.dim
+        for axis in dyn.get(inp.name, {}):
+            assert dims[axis].dim_param                    # symbolic, not a number
+    names = [i.name for i in proto.graph.input]
+    bigger = third_size(xs, dyn, names)
+    got, ref = run_both(path, model, bigger, names)
+    assert_close(got, ref)
+    assert max(float(np.max(np.abs(r))) for r in ref) > 1e-3   # the outputs are not ~0
+
+
+def test_bert_keeps_its_attention_mask_as_an_input(tmp_path):
+    """Exported with an all-ones mask, the file still computes with the mask: a padded
+    mask fed to onnxruntime gives LeZero's logits on that mask."""
+    model, (ids, ones) = build("bert")
+    path = str(tmp_path / "bert.onnx")
+    lonnx.export(model, (ids, ones), path, input_names=["input_ids", "attention_mask"],
+                 dynamic_axes={"input_ids": {0: "batch", 1: "sequence"},
+                               "attention_mask": {0: "batch", 1: "sequence"}})
+    proto = onnx.load(path)
+    assert [i.name for i in proto.graph.input] == ["input_ids", "attention_mask"]
+    padded = np.array([[1, 1, 1, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1, 0], [1] * 7], np.int64)
+    ids3 = _ids(99, 3, 7, seed=3)
+    got, ref = run_both(path, model, [ids3, padded], ["input_ids", "attention_mask"])
+    assert_close(got, ref)
+    _, unmasked = run_both(path, model, [ids3, np.ones_like(padded)],
+                           ["input_ids", "attention_mask"])
+    assert np.max(np.abs(unmasked[0][0, :3] - ref[0][0, :3])) > 1e-3   # the mask acts
+
+
+def test_a_value_computed_from_an_input_in_numpy_is_refused(tmp_path):
+    """A mask made with NumPy from an input's values would be frozen into the file (an
+    all-ones mask here: permuting its entries would not reveal it)."""
+    def masked(x, mask):
+        keep = mask.data.astype(bool)              # NumPy, outside LeZero operators
+        return F.where(keep, x, x * 0)
+
+    x, mask = _f(2, 3), np.ones((2, 3), np.int64)
+    with pytest.raises(ExportError, match=r"node \d+ \(\w+\): .* computed from the values "
+                                          r"of 'input_1' outside LeZero operators"):
+        lonnx.export(masked, (x, mask), str(tmp_path / "m.onnx"))
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_a_numpy_output_and_a_value_branch_are_refused(tmp_path):
+    def branch(x):
+        return F.relu(x) if float(lz.as_variable(x).data.sum()) > 5 else F.tanh(x)
+
+    def constant_out(x):
+        return F.relu(x), F.relu(lz.as_variable(x).data * 2)     # NumPy, then a constant
+
+    x = np.ones((2, 3), np.float32)                # sum 6; the check's values sum to 4.5
+    with pytest.raises(ExportError, match="different operators for other values of "
+                                          "'input_0'"):
+        lonnx.export(branch, x, str(tmp_path / "b.onnx"))
+    with pytest.raises(ExportError, match="output 1 was computed from the values"):
+        lonnx.export(constant_out, x, str(tmp_path / "c.onnx"))
+
+
+@pytest.mark.parametrize("name,what", [
+    ("gcn", r"node 1 \(MatMul\): input 0"),            # adjacency built from edge_index
+    ("gat", r"node \d+ \(MaskedFill\): attribute 'mask'"),
+])
+def test_graph_models_that_build_structure_in_numpy_are_refused(tmp_path, name, what):
+    model = M.get_model(name, in_channels=3).eval()
+    xs = (_f(5, 3), np.array([[0, 1, 2, 3], [1, 2, 3, 4]]))
+    with pytest.raises(ExportError, match=what + r".* values of 'input_1'"):
+        lonnx.export(model, xs, str(tmp_path / f"{name}.onnx"))
+
+
+def test_gpt2_exports_with_dynamic_sequence_positions(tmp_path):
+    model, xs = build("gpt2")
+    report = lonnx.export(model, tuple(xs), str(tmp_path / "g.onnx"), dynamic_axes=BS)
+    assert report.cases[1][0] == (3, 7) and "Range" in report.ops
+
+
+def test_gpt2_with_a_padding_mask_keeps_it_as_an_input(tmp_path):
+    """Causal and padding masks together (their minimum): a dynamic batch, and a padded
+    mask fed to the file gives LeZero's logits; the causal part is a constant of the
+    traced length, so a dynamic sequence is refused naming the node."""
+    model, (ids,) = build("gpt2")
+    ones = np.ones_like(ids)
+    path = str(tmp_path / "g.onnx")
+    names = ["input_ids", "attention_mask"]
+    lonnx.export(model, (ids, ones), path, input_names=names,
+                 dynamic_axes={n: {0: "batch"} for n in names})
+    padded = np.array([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]], np.int64)  # left-padded
+    got, ref = run_both(path, model, [_ids(99, 3, 5, seed=4), padded], names)
+    assert_close(got, ref)
+    with pytest.raises(ExportError, match=r"\(Extremum\): input 1 depend on the size"):
+        lonnx.export(model, (ids, ones), path, input_names=names,
+                     dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
