@@ -7,6 +7,7 @@ convolution; ``classifier`` is dropout and a linear layer.  Keys such as
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.inference_fusion import sequential
 from lezero.nn.layers.vision import Conv2dNormActivation
 from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
@@ -54,7 +55,7 @@ class InvertedResidual(nn.Module):
         self.out_channels = oup
 
     def forward(self, x):
-        out = self.conv(x)
+        out = sequential(self.conv, x)
         return x + out if self.use_res_connect else out
 
 
@@ -88,7 +89,7 @@ class MobileNetV2(nn.Module):
         init_cnn_(self, linear_std=0.01)
 
     def forward(self, x):
-        x = F.adaptive_avg_pool2d(self.features(x), (1, 1))
+        x = F.adaptive_avg_pool2d(sequential(self.features, x), (1, 1))
         return self.classifier(F.flatten(x, 1))
 
 

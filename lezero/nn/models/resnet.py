@@ -5,6 +5,7 @@ Names match torchvision (``conv1``, ``bn1``, ``layer1.0.conv1``, ``layer2.0.down
 """
 import lezero.functions as F
 from lezero import nn
+from lezero.nn.inference_fusion import conv_bn, sequential
 from lezero.nn.models._weights import check_weights
 from lezero.nn.models._init import init_cnn_
 
@@ -18,6 +19,11 @@ def conv3x3(in_planes, out_planes, stride=1, groups=1, dilation=1):
 def conv1x1(in_planes, out_planes, stride=1):
     """1x1 convolution (no bias)."""
     return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+def _identity(block, x):
+    """A block's residual branch: ``x`` or its downsampling (fused in inference)."""
+    return x if block.downsample is None else sequential(block.downsample, x)
 
 
 class BasicBlock(nn.Module):
@@ -42,10 +48,9 @@ class BasicBlock(nn.Module):
         self.stride = stride
 
     def forward(self, x):
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        identity = x if self.downsample is None else self.downsample(x)
-        return self.relu(out + identity)
+        out = conv_bn(self.conv1, self.bn1, x, self.relu)
+        out = conv_bn(self.conv2, self.bn2, out)
+        return self.relu(out + _identity(self, x))
 
 
 class Bottleneck(nn.Module):
@@ -70,11 +75,10 @@ class Bottleneck(nn.Module):
         self.stride = stride
 
     def forward(self, x):
-        out = self.relu(self.bn1(self.conv1(x)))
-        out = self.relu(self.bn2(self.conv2(out)))
-        out = self.bn3(self.conv3(out))
-        identity = x if self.downsample is None else self.downsample(x)
-        return self.relu(out + identity)
+        out = conv_bn(self.conv1, self.bn1, x, self.relu)
+        out = conv_bn(self.conv2, self.bn2, out, self.relu)
+        out = conv_bn(self.conv3, self.bn3, out)
+        return self.relu(out + _identity(self, x))
 
 
 class ResNet(nn.Module):
@@ -144,7 +148,7 @@ class ResNet(nn.Module):
         return nn.Sequential(*layers)
 
     def forward(self, x):
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.maxpool(conv_bn(self.conv1, self.bn1, x, self.relu))
         x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
         return self.fc(F.flatten(self.avgpool(x), 1))
 
