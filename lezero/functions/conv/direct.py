@@ -55,11 +55,17 @@ class Direct(Algorithm):
         return "needs a 1x1 kernel or a 1-D/2-D convolution"
 
     # -- pointwise --
+    @staticmethod
+    def _inside(g):
+        """Whether the output grid lies inside the unpadded input: then the strided
+        input is one slice of ``x`` (a view at stride 1, one copy otherwise)."""
+        return not any(g.pad_lo) and all(e <= n for e, n in zip(window_extent(g), g.in_size))
+
     def _sampled(self, x, prob):
         """The input at the output grid, as (N, G, C/G, L)."""
         xp, g = xp_of(x), prob.geom
-        xe = padded_input(x, g, xp)
-        if all(s == 1 for s in g.stride):
+        xe = x if self._inside(g) else padded_input(x, g, xp)
+        if all(s == 1 for s in g.stride) and xe.shape[2:] == g.out_size:
             xs = xe
         else:
             xs = xp.ascontiguousarray(xe[(Ellipsis,) + strided(g)])
@@ -80,12 +86,14 @@ class Direct(Algorithm):
         w2 = w.reshape(G, w.shape[0] // G, -1)
         gs = xp.matmul(w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
         gs = gs.reshape((prob.batch, prob.in_channels) + g.out_size)
-        ext = window_extent(g)
-        if all(s == 1 for s in g.stride):
-            ge = gs
-        else:
-            ge = xp.zeros(gs.shape[:2] + ext, dtype=gs.dtype)
-            ge[(Ellipsis,) + strided(g)] = gs
+        if all(s == 1 for s in g.stride) and gs.shape[2:] == g.in_size:
+            return gs
+        if self._inside(g):                     # one strided write into the gradient
+            gx = xp.zeros(prob.x_shape, dtype=gs.dtype)
+            gx[(Ellipsis,) + strided(g)] = gs
+            return gx
+        ge = xp.zeros(gs.shape[:2] + window_extent(g), dtype=gs.dtype)
+        ge[(Ellipsis,) + strided(g)] = gs
         return _unpad(ge, prob, xp)
 
     def grad_weight(self, x, gy, prob, cache):
@@ -121,7 +129,11 @@ class Direct(Algorithm):
         if self._pointwise(prob):
             ci, co, L = prob.in_channels // G, prob.out_channels // G, g.out_volume
             dims = {"forward": (co, L, ci), "grad_input": (ci, L, co), "grad_weight": (co, ci, L)}
-            copy = 0 if all(s == 1 for s in g.stride) and not any(g.pad_lo) else 2 * xb
+            sampled = prob.batch * prob.in_channels * L * prob.itemsize
+            if all(s == 1 for s in g.stride) and not any(g.pad_lo):
+                copy = 0
+            else:                  # one strided copy of the sampled input (and a padded one)
+                copy = 2 * sampled + (0 if self._inside(g) else 2 * xb)
             return gemm_seconds(*dims[op], prob.batch * G) + stream_seconds(copy)
         if direct_kernels.wide(_geo(g), _hw(g.in_size), _hw(g.out_size)):
             return self._predict_wide(prob, op)

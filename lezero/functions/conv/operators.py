@@ -11,7 +11,7 @@
 Layouts are NCHW; a weight is ``(out, in / groups, *kernel)``, a transposed convolution's
 weight ``(in, out / groups, *kernel)``.  ``padding`` takes an int, a tuple, ``"same"`` or
 ``"valid"``.  ``algo`` is one of "auto", "im2col", "winograd" (either tile size),
-"winograd_2x2", "winograd_4x4", "fft", "direct"; see ``docs/convolution.md``.
+"winograd_2x2", "winograd_4x4", "fft", "direct", "depthwise"; see ``docs/convolution.md``.
 
 Arguments are validated here, before any kernel runs; the work happens in
 ``lezero.functions.conv``.
@@ -125,8 +125,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo
     ``stride``, ``dilation``: int or pair.  ``padding``: int, pair, ``"valid"`` or ``"same"``
     (stride 1 only).  ``groups`` splits the channels (``groups == Cin`` is depthwise).
     ``algo``: "auto" (cost model, or measurement with ``Config.conv_autotune``), "im2col",
-    "winograd", "winograd_2x2", "winograd_4x4", "fft" or "direct".  Gradients flow to
-    ``x``, ``weight`` and ``bias``, and can be differentiated again.
+    "winograd", "winograd_2x2", "winograd_4x4", "fft", "direct" or "depthwise" (groups ==
+    Cin).  Gradients flow to ``x``, ``weight`` and ``bias``, and can be differentiated
+    again.
     """
     return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups, algo)
 

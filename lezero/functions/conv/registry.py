@@ -5,12 +5,14 @@
 ``ALGORITHMS`` maps each name ``algo=`` accepts to its (stateless) algorithm object;
 ``GROUPS`` names sets the cost model or autotuning picks from.
 """
+from lezero.functions.conv.depthwise import Depthwise
 from lezero.functions.conv.direct import Direct
 from lezero.functions.conv.fft import FFT
 from lezero.functions.conv.im2col import Im2col
 from lezero.functions.conv.winograd import Winograd
 
-ALGORITHMS = {a.name: a for a in (Im2col(), Winograd(2), Winograd(4), FFT(), Direct())}
+ALGORITHMS = {a.name: a for a in (Im2col(), Winograd(2), Winograd(4), FFT(), Direct(),
+                                  Depthwise())}
 # "winograd" lets the cost model (or autotuning) pick the tile size.
 GROUPS = {"winograd": ("winograd_4x4", "winograd_2x2")}
 NAMES = ("auto",) + tuple(ALGORITHMS) + tuple(GROUPS)

@@ -33,25 +33,27 @@ def matrices(m, dtype, xp):
     return _MATS[key]
 
 
+def _kron(G):
+    """``G (x) G``: (alpha^2, r^2), so that ``vec(G w G^T) = (G (x) G) vec(w)``."""
+    a, r = G.shape
+    return (G[:, None, :, None] * G[None, :, None, :]).reshape(a * a, r * r)
+
+
 def filter_transform(w, G):
-    """``U[i, j] = G w G^T`` for every (out, in) filter, as (alpha^2, Cout, Cin).  Two flat
-    GEMMs over all filters: a stack of 3x3 matmuls would pay per-matrix overhead."""
-    xp = xp_of(w)
+    """``U[i, j] = G w G^T`` for every (out, in) filter, as (alpha^2, Cout, Cin): one GEMM
+    ``(G (x) G) @ w^T`` over all filters at once, written straight in U's layout (the
+    filters, viewed as (Cout * Cin, r^2), enter transposed: no copy)."""
     o, c, r, _ = w.shape
     a = G.shape[0]
-    t = (w.reshape(-1, r) @ G.T).reshape(o, c, r, a)             # [o, c, k, j]
-    t = t.transpose(0, 1, 3, 2).reshape(-1, r) @ G.T              # [o, c, j, i]
-    return xp.ascontiguousarray(t.reshape(o, c, a, a).transpose(3, 2, 0, 1).reshape(a * a, o, c))
+    return (_kron(G) @ w.reshape(o * c, r * r).T).reshape(a * a, o, c)
 
 
 def filter_transform_adjoint(m, G):
-    """``G^T M G`` for every (out, in) pair of ``m`` (alpha^2, Cout, Cin) -> (Cout, Cin, r, r)."""
-    xp = xp_of(m)
-    a, r = G.shape
-    _, o, c = m.shape
-    t = m.reshape(a, a, o, c).transpose(2, 3, 0, 1).reshape(-1, a) @ G    # [o, c, i, l]
-    t = t.reshape(o, c, a, r).transpose(0, 1, 3, 2).reshape(-1, a) @ G    # [o, c, l, k]
-    return xp.ascontiguousarray(t.reshape(o, c, r, r).transpose(0, 1, 3, 2))
+    """``G^T M G`` for every (out, in) pair of ``m`` (alpha^2, Cout, Cin) -> (Cout, Cin, r, r):
+    the adjoint GEMM, ``M^T @ (G (x) G)``."""
+    a2, o, c = m.shape
+    r = G.shape[1]
+    return (m.reshape(a2, o * c).T @ _kron(G)).reshape(o, c, r, r)
 
 
 class Winograd(Algorithm):
@@ -170,10 +172,15 @@ class Winograd(Algorithm):
         plane = 3e-6 * a2 / 36.0
         tin = stream_seconds((xb + vb) * work) + px * plane        # x -> V
         tgy = stream_seconds((yb + mb) * work) + py * plane        # gy -> Gy
+        # the filters' transform (or its adjoint): one GEMM that writes (or reads) alpha^2
+        # numbers per filter: with many channels on a small map it outweighs the tiles
+        filters = stream_seconds(a2 * co * ci * prob.itemsize)
         if op == "forward":
-            return tin + gemm_seconds(co, t, ci, a2) + stream_seconds((mb + yb) * work) + py * plane
-        if op == "grad_input":
-            return tgy + gemm_seconds(ci, t, co, a2) + stream_seconds((vb + xb) * work) + px * plane
+            return (filters + tin + gemm_seconds(co, t, ci, a2)
+                    + stream_seconds((mb + yb) * work) + py * plane)
+        if op == "grad_input":      # U kept by the forward pass when it ran
+            return ((0.0 if reuse else filters) + tgy + gemm_seconds(ci, t, co, a2)
+                    + stream_seconds((vb + xb) * work) + px * plane)
         if reuse:       # V kept by the forward pass, Gy made by grad_input
-            return gemm_seconds(co, ci, t, a2)
-        return tin + tgy + gemm_seconds(co, ci, t, a2)
+            return filters + gemm_seconds(co, ci, t, a2)
+        return filters + tin + tgy + gemm_seconds(co, ci, t, a2)

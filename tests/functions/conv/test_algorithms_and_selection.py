@@ -157,7 +157,7 @@ def test_cost_model_picks_the_expected_algorithm_family():
     assert select.by_model(_problem((8, 64, 16, 16), (128, 64, 1, 1), {}),
                            "forward").name == "direct"
     assert select.by_model(_problem((8, 32, 16, 16), (32, 1, 3, 3), dict(groups=32)),
-                           "forward").name == "direct"
+                           "forward").name == "depthwise"
     assert select.by_model(_problem((8, 16, 32, 32), (32, 16, 3, 3), dict(stride=2)),
                            "forward").name == "im2col"
     # LeNet's first layer: few channels, the wide tap loop beats the patch matrix
@@ -245,8 +245,11 @@ def test_conv_explain_reports_every_algorithm(capsys):
     assert "chosen:" in printed and "winograd_4x4" in printed and "<- chosen" in printed
     names = [r["algo"] for r in ex.rows]
     assert names == list(select.ALGORITHMS)
+    assert "groups == in_channels" in ex["depthwise"]["unsupported"]
     for name in names:
         row = ex[name]
+        if name == "depthwise":
+            continue
         assert row["measured_ms"] > 0 and row["predicted_ms"] > 0 and row["workspace_bytes"] > 0
         assert row["rel_error"] <= TOL.get(name, DEFAULT_TOL)
     assert ex.chosen in names and "cost model" in ex.reason
@@ -286,15 +289,18 @@ def test_cupy_matches_numpy(algo):
 
 @pytest.mark.parametrize("algo", list(select.ALGORITHMS))
 def test_empty_batch_and_non_contiguous_inputs(algo):
-    w = lz.Variable(rand(4, 3, 3, 3, dtype=np.float32))
+    groups = 3 if algo == "depthwise" else 1
+    w = lz.Variable(rand(4 * groups, 3 // groups, 3, 3, dtype=np.float32))
     x = lz.Variable(np.zeros((0, 3, 5, 5), np.float32))
-    y = F.conv2d(x, w, padding=1, algo=algo)
+    y = F.conv2d(x, w, padding=1, groups=groups, algo=algo)
     y.sum().backward()
-    assert y.shape == (0, 4, 5, 5) and x.grad.shape == x.shape and not w.grad.data.any()
+    assert y.shape == (0, 4 * groups, 5, 5) and x.grad.shape == x.shape
+    assert not w.grad.data.any()
     base = rand(3, 6, 2, 5, dtype=np.float32)                 # a transposed view as input
     xt = base.transpose(2, 0, 3, 1)                           # (2, 3, 5, 6), not contiguous
-    check_torch(lambda a, k: F.conv2d(a, k, padding=1, algo=algo),
-                lambda a, k: TF.conv2d(a, k, padding=1), xt, w.data, rtol=1e-4, atol=2e-5)
+    check_torch(lambda a, k: F.conv2d(a, k, padding=1, groups=groups, algo=algo),
+                lambda a, k: TF.conv2d(a, k, padding=1, groups=groups), xt, w.data,
+                rtol=1e-4, atol=2e-5)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")

@@ -1,0 +1,39 @@
+"""1x1 convolutions as GEMMs on the input itself: stride 1 reads ``x`` in place, stride
+2 takes one strided copy; parity with PyTorch and central differences for both, with and
+without padding, groups included."""
+import numpy as np
+import pytest
+import torch.nn.functional as TF
+
+import lezero.functions as F
+from lezero.functions.conv.direct import Direct
+from lezero.functions.conv.geometry import ConvProblem, conv_geometry
+from lezero.testing import check_gradient, check_torch, rand
+
+
+def _problem(x_shape, w_shape, stride=1, padding=0, groups=1):
+    geom = conv_geometry("t", x_shape, w_shape, 2, stride, padding, 1, groups)
+    return ConvProblem(geom, x_shape[0], x_shape[1], w_shape[0], "float32", "numpy")
+
+
+def test_stride_one_reads_the_input_in_place():
+    x = rand(2, 8, 5, 6, dtype=np.float32)
+    xs = Direct()._sampled(x, _problem(x.shape, (4, 8, 1, 1)))
+    assert xs.shape == (2, 1, 8, 30) and np.shares_memory(xs, x)
+
+
+def test_stride_two_takes_one_strided_copy_of_the_output_grid():
+    x = rand(1, 4, 7, 8, dtype=np.float32)
+    xs = Direct()._sampled(x, _problem(x.shape, (4, 4, 1, 1), stride=2))
+    np.testing.assert_array_equal(xs.reshape(1, 4, 4, 4), x[:, :, ::2, ::2])
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2), dict(stride=(2, 1), groups=2),
+                                dict(stride=2, padding=1)])
+def test_pointwise_matches_torch_and_central_differences(kw):
+    fn = lambda x, w: F.conv2d(x, w, algo="direct", **kw)          # noqa: E731
+    groups = kw.get("groups", 1)
+    x, w = rand(2, 4, 7, 6, seed=1), rand(6, 4 // groups, 1, 1, seed=2)
+    check_torch(fn, lambda x, w: TF.conv2d(x, w, **kw), x.astype(np.float32),
+                w.astype(np.float32), rtol=1e-4, atol=2e-5)
+    check_gradient(fn, x[:1, :, :5], w)
