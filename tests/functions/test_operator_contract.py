@@ -38,6 +38,7 @@ import lezero as lz
 from lezero.core import backward as core_backward
 from lezero.functions import registry
 from lezero.functions.rnn.packed import PackedSequence
+from lezero.testing.compare import assert_results_match
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -627,21 +628,9 @@ def test_every_path_gives_the_reference_numbers(name, dtype, use_numba, backend)
     ref_outs, ref_grads = _reference(case)
     rtol, atol = PATH_TOLERANCE[dtype]
     exact = name in RANDOM and xp is not np
-    assert len(outs) == len(ref_outs) and len(grads) == len(ref_grads), name
     for kind, got, want in [("output", outs, ref_outs), ("gradient", grads, ref_grads)]:
-        for k, (a, b) in enumerate(zip(got, want)):
-            where = f"{name} {kind} {k} ({np.dtype(dtype).name}, {backend}, numba={use_numba})"
-            if b is None:
-                assert a is None, where
-                continue
-            assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
-            if exact:
-                continue
-            if b.dtype.kind != "f":
-                np.testing.assert_array_equal(a, b, err_msg=where)
-            else:
-                scale = max(1.0, float(np.nanmax(np.abs(b))) if b.size else 1.0)
-                np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale, err_msg=where)
+        where = f"{name} {kind} ({np.dtype(dtype).name}, {backend}, numba={use_numba})"
+        assert_results_match(where, got, want, rtol, atol, shapes_only=exact)
 
 
 # ----- (e) constants --------------------------------------------------------------------

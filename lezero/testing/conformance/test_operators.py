@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lezero
+from lezero.testing.compare import assert_results_match
 
 _TABLE = os.path.join(os.path.dirname(os.path.dirname(lezero.__file__)),
                       "tests", "functions", "test_operator_contract.py")
@@ -34,20 +35,8 @@ pytestmark = pytest.mark.skipif(table is None, reason=f"no operator table at {_T
 
 def _compare(name, dtype, got, want, exact_shape_only):
     rtol, atol = table.PATH_TOLERANCE[dtype]
-    assert len(got) == len(want), name
-    for k, (a, b) in enumerate(zip(got, want)):
-        where = f"{name} #{k} ({np.dtype(dtype).name})"
-        if b is None:
-            assert a is None, where
-            continue
-        assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
-        if exact_shape_only:
-            continue
-        if b.dtype.kind != "f":
-            np.testing.assert_array_equal(a, b, err_msg=where)
-        else:
-            scale = max(1.0, float(np.nanmax(np.abs(b))) if b.size else 1.0)
-            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol * scale, err_msg=where)
+    assert_results_match(f"{name} ({np.dtype(dtype).name})", got, want, rtol, atol,
+                         shapes_only=exact_shape_only)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
