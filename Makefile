@@ -6,7 +6,7 @@ PIP := $(PY) -m pip
 # One BLAS thread per MPI rank: oversubscribed BLAS threads slow a step several times over.
 MPI_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1
 
-.PHONY: demo test test-serial mutate install install-test bench figures figures-check clean ops-count docs budgets zoo-table notebooks jupyter
+.PHONY: demo test test-backends test-gpu test-serial mutate install install-test bench figures figures-check clean ops-count docs budgets zoo-table notebooks jupyter
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,8 +55,31 @@ test: install-test
 		--cov-report=json:$(COV_DIR)/coverage.json tests
 	$(PY) tools/coverage_floors.py $(COV_DIR)/coverage.json --package 90 --module 75
 	$(PY) -m lezero.functions --coverage --from $(CHECK_LOG) --strict > $(CHECK_LOG)/table.md
+	@echo "== ONNX's node test suite (pytest ran it above; the table: tools/onnx_suite.py)"
+	$(PY) tools/onnx_suite.py | grep -E "^\| (all|cases)|^Silently"
+	$(MAKE) test-backends
 	$(MAKE) test-serial
 	$(MAKE) test-mpi
+
+# The backends (docs/backends.md), one pytest run each so each prints its own counts: the
+# gpu-marked tests with the strict device standing in for CuPy (`import cupy` gives strict
+# arrays), then the conformance suite on strict and on the worked new chip
+# (examples/backend_plugin, installed editable: no network, no dependency but lezero).
+test-backends: install-test
+	$(PIP) install -q --no-deps --no-build-isolation -e examples/backend_plugin
+	@echo "== the gpu-marked tests on strict (lezero.testing.conformance.strict_as_cupy)"
+	$(PY) -m pytest -q -p no:randomly -n 0 -p lezero.testing.conformance.strict_as_cupy -m gpu \
+		--ignore=tests/parallel tests
+	@echo "== conformance suite on strict"
+	LEZERO_BACKEND=strict $(PY) -m pytest -q -p no:randomly -n 0 --pyargs lezero.testing.conformance
+	@echo "== conformance suite on f32chip (examples/backend_plugin)"
+	LEZERO_BACKEND=f32chip $(PY) -m pytest -q -p no:randomly -n 0 --pyargs lezero.testing.conformance
+
+# On a machine with an NVIDIA GPU and CUDA 13: installs cupy-cuda13x, runs the conformance
+# suite and the gpu-marked tests on CuPy, trains ResNet-18 under autocast float16, prints
+# one table (tools/gpu_check.sh).  Without a GPU it says so and exits 0.
+test-gpu: install-test
+	bash tools/gpu_check.sh
 
 # The serial profile (lezero.runtime.use_profile("serial"): no thread anywhere, BLAS and
 # Numba on one) over a representative part of the suite: the runtime, the kernels, the

@@ -7,8 +7,10 @@ NumPy memory for tests).  ``pytest --pyargs lezero.testing.conformance`` with
 ``LEZERO_BACKEND=NAME`` checks a backend.  See docs/backends.md.
 """
 from lezero.backends.base import Backend, Capabilities, HostFallback
-from lezero.backends.registry import (ENTRY_POINT_GROUP, available, default_device_name, get,
-                                      get_backend, of_namespace, register)
+from lezero.backends.registry import (ENTRY_POINT_GROUP, available, default_device_name,
+                                      devices_in_use, get, get_backend, of_namespace,
+                                      register)
 
 __all__ = ["Backend", "Capabilities", "HostFallback", "available", "get", "register",
-           "get_backend", "of_namespace", "default_device_name", "ENTRY_POINT_GROUP"]
+           "get_backend", "of_namespace", "default_device_name", "devices_in_use",
+           "ENTRY_POINT_GROUP"]

@@ -37,6 +37,14 @@ class Capabilities:
         self.dtypes, self.default_float = tuple(dtypes), default_float
         self.float16, self.writeable = float16, writeable
 
+    @property
+    def widest_float(self):
+        """The most precise float the device holds (``'float64'``, or ``'float32'`` on a
+        float32-only chip): what an operator that accumulates in float64 on the host
+        should use instead (``ctc_loss``'s alignment, ``avg_pool``'s divisor)."""
+        return next((f for f in ("float64", "float32", "float16") if f in self.dtypes),
+                    self.default_float)
+
     def __repr__(self):
         return (f"Capabilities(dtypes={self.dtypes}, default_float={self.default_float!r}, "
                 f"float16={self.float16}, writeable={self.writeable})")

@@ -17,7 +17,7 @@ import numpy as np
 from lezero.backends.base import Backend
 
 __all__ = ["available", "get", "register", "get_backend", "of_namespace", "array_types",
-           "default_device_name",
+           "default_device_name", "devices_in_use",
            "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "lezero.backends"
@@ -129,6 +129,13 @@ def of_namespace(xp):
     raise ValueError(f"lezero.backends: no loaded backend has the namespace {xp!r}")
 
 
+def devices_in_use():
+    """The device (non-``numpy``) backends that may hold arrays now and have a device:
+    what code that acts on every device (seeding, swapping generators, reading memory
+    pools) loops over.  Imports no device library."""
+    return [b for b in _candidates() if b.name != "numpy" and b.is_available()]
+
+
 def array_types():
     """``np.ndarray`` and the array types of every device backend that may hold arrays
     (recomputed when a backend is installed or a module is imported: a device library
@@ -161,8 +168,12 @@ def _classify(x):
     scalar) or _LOOK_INSIDE (a Variable: its ``.data`` decides)."""
     if x is None or isinstance(x, (np.generic, int, float, complex, str, bytes)):
         return None
-    for backend in _candidates():
-        if backend.name != "numpy" and isinstance(x, backend.array_types):
+    devices = [b for b in _candidates() if b.name != "numpy"]
+    for backend in devices:             # the exact class first: a device whose arrays
+        if type(x) in backend.array_types:  # subclass another's (a chip on strict memory)
+            return backend
+    for backend in devices:
+        if isinstance(x, backend.array_types):
             return backend
     if hasattr(x, "data"):
         return _LOOK_INSIDE

@@ -2,7 +2,7 @@
 import functools
 import sys
 
-from lezero import cuda
+from lezero.backends import devices_in_use
 
 
 def _generator_module():
@@ -16,19 +16,22 @@ _random = _generator_module()
 
 
 class RngState:
-    """The process generator's state; on CuPy also a per-block seed (CuPy's generator
-    state cannot be copied, so a checkpointed block draws from its own seeded one)."""
+    """The process generator's state; on each device in use that has a generator, also a
+    per-block seed (a device generator's state cannot always be copied -- CuPy's cannot --
+    so a checkpointed block draws from its own seeded one)."""
 
     def __init__(self):
         self.numpy = _random.get_rng_state()
-        self.cupy_seed = None
-        if "cupy" in sys.modules and cuda.is_available():
-            self.cupy_seed = int(_random.get_rng(sys.modules["cupy"]).integers(2 ** 62))
+        self.device_seeds = {}
+        for backend in devices_in_use():
+            generator = _peek_device_rng(backend.name)
+            if generator is not None:
+                self.device_seeds[backend.name] = (backend, int(generator.integers(2 ** 62)))
 
 
 class replaying:
     """Context: the generators as they were when the block first ran (``rewind``), or
-    only the block's own CuPy generator (the first run)."""
+    only the block's own device generators (the first run)."""
 
     def __init__(self, state, rewind=True):
         self.state, self.rewind = state, rewind
@@ -39,23 +42,25 @@ class replaying:
         if self.rewind:
             self.now = _random.get_rng_state()
             _random.set_rng_state(self.state.numpy)
-        self.cupy = _swap_cupy_rng(self.state.cupy_seed)
+        self.devices = {name: _random.swap_device_rng(name, backend.rng(seed))
+                        for name, (backend, seed) in self.state.device_seeds.items()}
 
     def __exit__(self, *exc):
         if self.state is not None:
             if self.rewind:
                 _random.set_rng_state(self.now)
-            _swap_cupy_rng(None, self.cupy)
+            for name, previous in self.devices.items():
+                _random.swap_device_rng(name, previous)
         return False
 
 
-def _swap_cupy_rng(seed, previous=None):
-    """Install a CuPy generator seeded with ``seed`` (or put ``previous`` back); return
-    the one it replaced."""
-    if seed is None and previous is None:
-        return None
-    return _random.swap_cupy_rng(previous if seed is None else
-                                 sys.modules["cupy"].random.default_rng(seed))
+def _peek_device_rng(name):
+    """The device ``name``'s process generator, None when none was made (making one here
+    would draw from NumPy's and shift its stream)."""
+    generator = _random.swap_device_rng(name, None)
+    if generator is not None:
+        _random.swap_device_rng(name, generator)
+    return generator
 
 
 def is_module(obj):

@@ -19,23 +19,43 @@ from lezero.utils.checks import check_int, describe
 # ----- parsing ``to(...)`` -------------------------------------------------------------------
 
 def parse_device(where, device):
-    """``'cpu'`` or a CUDA device id (an int, 0 for plain ``'cuda'``) from a device spec."""
+    """A device spec as ``'cpu'``, a CUDA device id (an int, 0 for plain ``'cuda'``: the
+    default device) or ``(backend name, id)`` for a backend named by ``lezero.backends``
+    (``'strict'``, ``'strict:1'``, a plugin's name; ``'numpy'`` is the host)."""
     if isinstance(device, (int, np.integer)) and not isinstance(device, bool):
         return check_int(where, "device", device, low=0)
     if isinstance(device, str):
-        kind, _, index = device.partition(":")
-        if kind == "cpu" and not index:
-            return "cpu"
-        if kind == "cuda" and (not index or index.isdigit()):
-            return int(index or 0)
-        raise ValueError(f"{where}: device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+        kind, colon, index = device.partition(":")
+        if index.isdigit() or not colon:
+            if kind in ("cpu", "numpy") and not colon:
+                return "cpu"
+            if kind == "cuda":
+                return int(index or 0)
+            if kind in _backend_names():
+                return (kind, int(index or 0))
+        raise ValueError(f"{where}: device must be 'cpu', 'cuda' or 'cuda:N', or a "
+                         f"backend's name ({', '.join(_backend_names())}; 'name:N' for its "
+                         f"device N), got {device!r}")
     raise TypeError(f"{where}: device must be a str or an int, got {describe(device)}")
+
+
+def _backend_names():
+    from lezero.backends import available
+    return available()
 
 
 def _is_device(value):
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return True
-    return isinstance(value, str) and value.partition(":")[0] in ("cpu", "cuda")
+    return isinstance(value, str) and value.partition(":")[0] in ("cpu", "cuda",
+                                                                  *_backend_names())
+
+
+def is_on(a, device):
+    """True when array or Variable ``a`` is on the parsed ``device`` already."""
+    if type(device) is tuple:
+        return _device_of(a) == device
+    return cuda.device_of(a) == (device if device == "cpu" else f"cuda:{device}")
 
 
 def parse_dtype(where, dtype):
@@ -73,10 +93,13 @@ def parse_to(where, args, device=None, dtype=None):
 
 
 def move_array(a, device):
-    """``a`` on ``device`` (``'cpu'`` or a CUDA id); ``a`` itself when it is there already."""
+    """``a`` on a parsed ``device`` (``'cpu'``, a CUDA id or ``(backend, id)``); ``a``
+    itself when it is there already."""
     if device == "cpu":
         return cuda.as_numpy(a)
-    if cuda.device_of(a) == f"cuda:{device}":
+    if type(device) is tuple:
+        return a if is_on(a, device) else cuda.to_device(a, *device)
+    if is_on(a, device):
         return a
     return cuda.as_cupy(a, device)
 
@@ -88,12 +111,20 @@ class ToDevice(Function):
         self.device = device
 
     def forward(self, x):
-        where = cuda.device_of(x)
-        self.src = "cpu" if where == "cpu" else int(where.partition(":")[2])
+        self.src = _device_of(x)
         return move_array(x, self.device)
 
     def backward(self, gy):
         return ToDevice(self.src)(gy)
+
+
+def _device_of(x):
+    """The parsed device ``x`` is on: ``'cpu'`` or ``(backend name, id)``."""
+    where = cuda.device_of(x)
+    if where == "cpu":
+        return "cpu"
+    from lezero.backends import get_backend
+    return (get_backend(x).name, int(where.rpartition(":")[2] or 0))
 
 
 def _cast(x, dtype):
@@ -109,8 +140,7 @@ def to(self, *args, device=None, dtype=None):
     ``x.to(other)``."""
     device, dtype = parse_to("Variable.to", args, device, dtype)
     y = self
-    if device is not None and cuda.device_of(y) != (device if device == "cpu"
-                                                    else f"cuda:{device}"):
+    if device is not None and not is_on(y, device):
         y = ToDevice(device)(y)
     if dtype is not None and y.dtype != dtype:
         y = _cast(y, dtype)

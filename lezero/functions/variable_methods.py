@@ -10,7 +10,7 @@ The core (``lezero.core.variable``) knows the graph only.  ``install(F)``, calle
 - PyTorch's names for the same things (``numel``, ``dim``, ``is_leaf``, ``device``,
   ``numpy``, ``tolist``, ``detach``, ``requires_grad_``), and DeZero's in-place detaching
   (``unchain``, ``unchain_backward``);
-- devices: ``to_cpu``/``to_gpu`` (in place, Chainer's way);
+- devices: ``to_cpu``/``to_gpu``/``to_device`` (in place, Chainer's way);
 - ``torch.Tensor``'s methods that return a new Variable (``to``, ``float``, ``view``,
   ``permute``, ``clone``, ``size()``...): ``lezero.functions.tensor_methods``.
 """
@@ -138,11 +138,18 @@ class ArrayManners:
         return self
 
     def to_gpu(self, device=None):
-        """Move data (and grad) to CuPy in place; returns self."""
+        """Move data (and grad) to the default device (``LEZERO_BACKEND``, else CuPy) in
+        place; returns self."""
+        return self.to_device(None, device)
+
+    def to_device(self, name=None, device=None):
+        """Move data (and grad) in place to backend ``name`` (``'strict'``, ``'cupy'``, a
+        plugin's; default: the default device), device ``device`` (an int id) when given;
+        returns self."""
         if self.data is not None:
-            self.data = cuda.as_cupy(self.data, device)
+            self.data = cuda.to_device(self.data, name, device)
         if self.grad is not None:
-            self.grad.to_gpu(device)
+            self.grad.to_device(name, device)
         return self
 
 

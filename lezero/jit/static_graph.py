@@ -16,6 +16,7 @@ keeps the largest difference in ``verify_report``.
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Parameter, Variable, get_config, no_grad
 from lezero.random import get_rng_state, set_rng_state
 from lezero.jit.errors import GuardError, VerifyError
@@ -33,8 +34,7 @@ def signature_of(args):
     for a in args:
         data = a.data if isinstance(a, Variable) else a
         if isinstance(data, cuda.array_types()):
-            backend = "numpy" if isinstance(data, np.ndarray) else "cupy"
-            sig.append(("array", tuple(data.shape), data.dtype.name, backend))
+            sig.append(("array", tuple(data.shape), data.dtype.name, get_backend(data).name))
         else:
             sig.append(("static", a))
     return tuple(sig)

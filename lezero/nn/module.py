@@ -309,8 +309,15 @@ class Module:
         return self
 
     def to_gpu(self, device=None):
-        """Move parameters and buffers to CuPy; returns self."""
+        """Move parameters and buffers to the default device (``LEZERO_BACKEND``, else
+        CuPy); returns self."""
         return self._move(lambda a: cuda.as_cupy(a, device))
+
+    def to_device(self, name=None, device=None):
+        """Move parameters and buffers to backend ``name`` (``'strict'``, ``'cupy'``, a
+        plugin's; default: the default device), device ``device`` (an int id) when given;
+        returns self."""
+        return self._move(lambda a: cuda.to_device(a, name, device))
 
     def to_cpu(self):
         """Move parameters and buffers to NumPy; returns self."""
@@ -323,7 +330,8 @@ class Module:
         from lezero.functions.tensor_methods import parse_to
         device, dtype = parse_to(f"{type(self).__name__}.to", args, device, dtype)
         if device is not None:
-            self.to_cpu() if device == "cpu" else self.to_gpu(device)
+            from lezero.functions.tensor_methods import move_array
+            self._move(lambda a: move_array(a, device))
         if dtype is not None:
             module_manners.cast_floating(self, dtype, f"{type(self).__name__}.to")
         return self

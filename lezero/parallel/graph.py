@@ -1,6 +1,7 @@
 """Helpers DataParallel needs from the graph and the module: which leaves an output
 reaches, and rank 0's buffers copied to every rank (coalesced, one broadcast per dtype)."""
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 from lezero.core import count_leaf_uses
 
@@ -31,8 +32,7 @@ def broadcast_buffers(module, comm, root=0):
     groups = {}
     for _, b in module.named_buffers():
         if b is not None and b.size:
-            xp = cuda.get_array_module(b)
-            groups.setdefault((b.dtype.str, xp.__name__), []).append(b)
+            groups.setdefault((b.dtype.str, get_backend(b).name), []).append(b)
     for bufs in groups.values():
         xp = cuda.get_array_module(bufs[0])
         flat = xp.concatenate([b.reshape(-1) for b in bufs])

@@ -4,15 +4,15 @@ GPU memory.
 * NumPy arrays go through mpi4py's buffer (uppercase) API as they are -- never pickled.
 * CuPy arrays go to MPI directly when the MPI is CUDA-aware (after the current stream is
   synchronised, so the data is there); otherwise they are staged: copied to host memory,
-  communicated, copied back.  Nothing here names NumPy or CuPy for the arithmetic: the
-  array module is ``cuda.get_array_module(x)``.
+  communicated, copied back.  Nothing here names a device: the array's backend
+  (``lezero.backends``) gives the namespace, ``synchronize`` and the host copies.
 * MPI has no type for bfloat16 or the float8s (ml_dtypes): reductions run on a float32
   copy; copies (broadcast, gather, send) move the raw bits as unsigned integers.  Booleans
   travel as uint8.
 """
 import numpy as np
 
-from lezero import cuda
+from lezero.backends import get_backend, of_namespace
 
 # dtype.char of the types MPI reduces natively (MPICH and Open MPI both have float16).
 _NATIVE = set("efdFDbhilqBHILQ")
@@ -33,21 +33,22 @@ def plan(dtype, reducing):
 
 def to_wire(arr, wire_dtype, bits, cuda_aware):
     """A contiguous buffer MPI can read, holding ``arr``'s values as ``wire_dtype``."""
-    xp = cuda.get_array_module(arr)
+    backend = get_backend(arr)
+    xp = np if backend.name == "numpy" else backend.xp
     if wire_dtype != arr.dtype:
         arr = xp.ascontiguousarray(arr).view(wire_dtype) if bits else arr.astype(wire_dtype)
     arr = xp.ascontiguousarray(arr)
-    if xp is np:
+    if backend.name == "numpy":
         return arr
     if cuda_aware:
-        xp.cuda.get_current_stream().synchronize()   # MPI reads the memory behind CUDA's back
+        backend.synchronize()       # MPI reads the memory behind the device queue's back
         return arr
-    return cuda.as_numpy(arr)
+    return backend.to_host(arr)
 
 
 def empty_wire(shape, wire_dtype, xp, cuda_aware):
     """An uninitialised receive buffer: on the device for CUDA-aware MPI, else on the host."""
-    if xp is not np and cuda_aware:
+    if cuda_aware and of_namespace(xp).name != "numpy":
         return xp.empty(shape, wire_dtype)
     return np.empty(shape, wire_dtype)
 
@@ -55,8 +56,7 @@ def empty_wire(shape, wire_dtype, xp, cuda_aware):
 def from_wire(buf, dtype, bits, xp, out=None):
     """The received ``buf`` as an array of ``dtype`` on ``xp``'s device (into ``out``)."""
     if xp is not np and isinstance(buf, np.ndarray):
-        from lezero.backends import of_namespace
-        buf = cuda.to_device(buf, of_namespace(xp).name)
+        buf = of_namespace(xp).from_host(buf)
     if buf.dtype != dtype:
         buf = buf.view(dtype) if bits else buf.astype(dtype)
     if out is None:

@@ -29,12 +29,12 @@ Per module (with ``model``): Functions are attributed to the innermost module ru
 they are created (and to its ancestors); Functions a checkpointed block recomputes in
 backward are attributed to ``checkpoint:<name>`` as well.
 """
-import sys
 import tracemalloc
 import weakref
 from collections import namedtuple
 
 from lezero import cuda
+from lezero.backends import devices_in_use
 from lezero.core import FunctionHook, InputRef, Variable, enable_grad
 from lezero.utils.files import atomic_write
 
@@ -95,7 +95,8 @@ def _is_parameter_copy(x):
 
 
 class _Live:
-    """Peak bytes of all live arrays: tracemalloc (NumPy) and CuPy's pool."""
+    """Peak bytes of all live arrays: tracemalloc (NumPy) and each device's memory pool
+    (``Backend.memory_stats()['used_bytes']``, summed over the devices in use)."""
 
     def __init__(self):
         self.started = not tracemalloc.is_tracing()
@@ -103,15 +104,16 @@ class _Live:
             tracemalloc.start()
         tracemalloc.reset_peak()
         self.base = tracemalloc.get_traced_memory()[0]
-        self.pool = None
-        if "cupy" in sys.modules and cuda.is_available():
-            self.pool = sys.modules["cupy"].get_default_memory_pool()
-            self.pool_base = self.pool.used_bytes()
+        self.devices = [b for b in devices_in_use() if "used_bytes" in b.memory_stats()]
+        self.pool_base = self._device_used()
         self.device_peak = 0
 
+    def _device_used(self):
+        return sum(b.memory_stats()["used_bytes"] for b in self.devices)
+
     def sample(self):
-        if self.pool is not None:
-            self.device_peak = max(self.device_peak, self.pool.used_bytes() - self.pool_base)
+        if self.devices:
+            self.device_peak = max(self.device_peak, self._device_used() - self.pool_base)
 
     def host_now(self):
         return tracemalloc.get_traced_memory()[0] - self.base

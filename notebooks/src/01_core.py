@@ -3,7 +3,8 @@
 #
 # This notebook follows `steps/step01.py` ... `step19.py`: Variables and Functions,
 # automatic differentiation as a loop over creators, memory, higher-order derivatives,
-# Newton's method and double backprop with `lz.grad`.
+# Newton's method and double backprop with `lz.grad`; and `step65.py`: a backend for a
+# new chip.
 
 # %%
 import numpy as np
@@ -111,3 +112,52 @@ for step in range(200):
     history.append(penalty.item())
 plt.semilogy(history); plt.xlabel("step"); plt.ylabel("penalty"); plt.show()
 print("penalty", history[0], "->", history[-1])
+
+# %% [markdown]
+# ## A new chip: a backend in a few lines (step 65)
+# Operators ask `lezero.backends` for the backend of their inputs and use its namespace
+# `xp`; a chip is one `Backend` object. Built on the strict device's memory (a
+# `StrictArray` subclass: no implicit route to the host, transfers counted), this one has
+# no float64 units and refuses a float64 array wherever one would appear. LeNet-5 trains
+# on it, and a training step goes to the host once: `loss.item()`.
+
+# %%
+from lezero import backends, cuda, optim
+from lezero.backends.strict import StrictArray, StrictBackend
+from lezero.nn.models import LeNet5
+
+
+class TinyArray(StrictArray):
+    __slots__ = ()
+
+    def __init__(self, array):
+        if array.dtype == np.float64:
+            raise TypeError("tinychip: no float64 on this device")
+        super().__init__(array)
+
+
+chip = backends.register(StrictBackend("tinychip", kind=TinyArray,
+                                       capabilities=backends.Capabilities(
+                                           dtypes=("bool", "int64", "float16", "float32"))))
+try:
+    chip.from_host(np.ones(2))
+except TypeError as e:
+    print("refused:", e)
+
+lz.manual_seed(0)
+rng = np.random.default_rng(0)
+model = LeNet5(input_size=28).to_device("tinychip")
+x = cuda.to_device(rng.standard_normal((16, 1, 28, 28)).astype(np.float32), "tinychip")
+t = cuda.to_device(rng.integers(0, 10, 16), "tinychip")
+opt = optim.Adam(model.parameters(), lr=3e-3)
+losses = []
+for step in range(8):
+    with chip.count_transfers() as counts:
+        loss = F.cross_entropy(model(x), t)
+        model.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+plt.plot(losses, "o-"); plt.xlabel("step"); plt.ylabel("loss on tinychip"); plt.show()
+print("parameters:", type(next(model.parameters()).data).__name__,
+      "| host round trips in the last step:", counts)

@@ -7,9 +7,9 @@ import numpy as np
 
 from lezero.backends.base import Backend, Capabilities
 from lezero.backends.strict import counters
-from lezero.backends.strict.array import StrictArray
+from lezero.backends.strict.array import CURRENT, StrictArray
 from lezero.backends.strict.rng import GENERATOR_METHODS, Generator
-from lezero.backends.strict.xp import namespace, special_namespace
+from lezero.backends.strict.xp import make_namespace, namespace, special_namespace
 
 __all__ = ["StrictBackend", "StrictArray", "StrictDevice", "counters", "namespace",
            "current_device"]
@@ -31,52 +31,59 @@ class StrictDevice:
         return hash(("strict", self.id))
 
     def __enter__(self):
-        _current.append(self.id)
+        CURRENT.append(self.id)
         return self
 
     def __exit__(self, *exc):
-        _current.pop()
+        CURRENT.pop()
 
     def synchronize(self):
         counters.record(sync=1, what="synchronize()")
 
 
-_current = [0]
-
-
 def current_device():
-    return StrictDevice(_current[-1])
+    return StrictDevice(CURRENT[-1])
 
 
 class StrictBackend(Backend):
-    """Arrays: ``StrictArray``; namespace: ``namespace`` (``lezero.backends.strict.xp``)."""
+    """Arrays: ``StrictArray``; namespace: ``namespace`` (``lezero.backends.strict.xp``).
+
+    Another device can be built on strict memory by passing its own ``name``, array class
+    ``kind`` (a ``StrictArray`` subclass: results of operations keep it), ``generator``
+    class and ``capabilities`` (examples/backend_plugin: a float32-only chip)."""
 
     rng_methods = GENERATOR_METHODS
 
-    def __init__(self):
-        super().__init__("strict", namespace, (StrictArray,), Capabilities(float16=True))
+    def __init__(self, name="strict", kind=StrictArray, generator=Generator,
+                 capabilities=None):
+        xp = namespace if kind is StrictArray else make_namespace(name, kind, generator)
+        super().__init__(name, xp, (kind,), capabilities or Capabilities(float16=True))
+        self.kind, self.generator = kind, generator
 
     def from_host(self, array, device=None):
-        if type(array) is StrictArray:
+        if type(array) is self.kind:
             return array
         counters.record(h2d=1, what="from_host")
-        return StrictArray(np.array(array, copy=True, subok=False))
+        if device is None:
+            return self.kind(np.array(array, copy=True, subok=False))
+        with StrictDevice(device):
+            return self.kind(np.array(array, copy=True, subok=False))
 
     def to_host(self, array):
         return array.get()
 
     def device_of(self, array):
-        return f"strict:{array.device.id}"
+        return f"{self.name}:{array.device.id}"
 
     def device(self, index=0):
         return StrictDevice(index)
 
     def scatter_add(self, target, index, values):
-        namespace.add.at(target, index, values)
+        self.xp.add.at(target, index, values)
         return target
 
     def rng(self, seed=None):
-        return Generator(seed)
+        return self.generator(seed)
 
     @property
     def special(self):

@@ -22,11 +22,14 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from lezero.backends.strict import counters
 
-__all__ = ["StrictArray", "wrap", "unwrap", "AT_UFUNCS"]
+__all__ = ["StrictArray", "wrap", "unwrap", "kind_of", "KINDS", "AT_UFUNCS"]
 
 # The ufuncs whose .at CuPy (>= 13) implements.
 AT_UFUNCS = frozenset({"add", "subtract", "maximum", "minimum", "bitwise_and",
                        "bitwise_or", "bitwise_xor"})
+
+# The stack of current device ids (``with backend.device(i):`` pushes one).
+CURRENT = [0]
 
 _IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` "
              "to construct a NumPy array explicitly.")
@@ -52,7 +55,7 @@ def unwrap(x, where="operation"):
     """The NumPy memory behind device arrays in ``x`` (nested tuples/lists/dicts too);
     a host ndarray with dimensions raises TypeError."""
     t = type(x)
-    if t is StrictArray:
+    if t in KINDS:
         return x._a
     if t is np.ndarray:
         if x.ndim:
@@ -65,16 +68,31 @@ def unwrap(x, where="operation"):
     return x
 
 
-def wrap(x):
-    """Device arrays for the NumPy results in ``x``; NumPy scalars become 0-d arrays."""
+def wrap(x, kind=None):
+    """Device arrays (of class ``kind``, default ``StrictArray``) for the NumPy results in
+    ``x``; NumPy scalars become 0-d arrays."""
     t = type(x)
     if t is np.ndarray:
-        return StrictArray(x)
+        return (kind or StrictArray)(x)
     if isinstance(x, np.generic):
-        return StrictArray(np.asarray(x))
+        return (kind or StrictArray)(np.asarray(x))
     if t is tuple or t is list:
-        return t(wrap(v) for v in x)
+        return t(wrap(v, kind) for v in x)
     return x
+
+
+def kind_of(args, default=None):
+    """The device array class of the first device array in ``args`` (one level of
+    tuples/lists looked into), else ``default``: results take their operands' class."""
+    for a in args:
+        t = type(a)
+        if t in KINDS:
+            return t
+        if (t is tuple or t is list) and a:
+            found = kind_of(a)
+            if found is not None:
+                return found
+    return default
 
 
 def _index(key):
@@ -83,7 +101,7 @@ def _index(key):
         key = (key,)
     out = []
     for k in key:
-        if type(k) is StrictArray:
+        if type(k) in KINDS:
             k = k._a
         elif type(k) is np.ndarray or type(k) is list:
             counters.record(h2d=1, what="host index upload")
@@ -94,12 +112,13 @@ def _index(key):
 class StrictArray(NDArrayOperatorsMixin):
     """A strict-device array over a NumPy array it owns or views (``_a``)."""
 
-    __slots__ = ("_a", "_base", "__weakref__")
+    __slots__ = ("_a", "_base", "_dev", "__weakref__")
     __hash__ = None
 
     def __init__(self, array):
         self._a = array
         self._base = None
+        self._dev = CURRENT[-1]             # new arrays land on the current device
         if array.base is None:
             counters.pool.allocate(self, array.nbytes)
             _owners[id(array)] = self
@@ -160,23 +179,23 @@ class StrictArray(NDArrayOperatorsMixin):
         return (_rebuild, (self.get(),))
 
     def __copy__(self):
-        return StrictArray(self._a.copy())
+        return type(self)(self._a.copy())
 
     def __deepcopy__(self, memo):
-        return StrictArray(self._a.copy())
+        return type(self)(self._a.copy())
 
     # ----- device behaviour --------------------------------------------------------------
     @property
     def device(self):
-        from lezero.backends.strict import current_device
-        return current_device()
+        from lezero.backends.strict import StrictDevice
+        return StrictDevice(self._dev)
 
     def __getattr__(self, name):
         if name in _PROPERTIES:
-            return wrap(getattr(self._a, name))
+            return wrap(getattr(self._a, name), type(self))
         if name in _METHODS:
             method = getattr(self._a, name)
-            return lambda *args, **kwargs: _call(method, args, kwargs, name)
+            return lambda *args, **kwargs: _call(method, args, kwargs, name, type(self))
         raise AttributeError(f"'StrictArray' (a strict-device array, as cupy.ndarray) has "
                              f"no attribute {name!r}")
 
@@ -188,7 +207,7 @@ class StrictArray(NDArrayOperatorsMixin):
             yield self[i]
 
     def __getitem__(self, key):
-        return wrap(self._a[_index(key)])
+        return wrap(self._a[_index(key)], type(self))
 
     def __setitem__(self, key, value):
         self._a[_index(key)] = unwrap(value, "__setitem__")
@@ -198,11 +217,15 @@ class StrictArray(NDArrayOperatorsMixin):
         if method == "at" and ufunc.__name__ not in AT_UFUNCS:
             raise TypeError(f"strict device: {name} does not exist on CuPy (ufunc.at: "
                             f"{', '.join(sorted(AT_UFUNCS))})")
-        return _call(getattr(ufunc, method), inputs, kwargs, name)
+        return _call(getattr(ufunc, method), inputs, kwargs, name, kind_of(inputs))
 
     def __array_function__(self, func, types, args, kwargs):
-        return _call(func, args, kwargs, func.__name__)
+        return _call(func, args, kwargs, func.__name__, kind_of(args, type(self)))
 
+
+#: the device array classes: StrictArray and the subclasses of devices built on it
+#: (``StrictBackend(kind=...)``, e.g. a float32-only chip); results keep their class
+KINDS = {StrictArray}
 
 _owners = weakref.WeakValueDictionary()    # id(root ndarray) -> its StrictArray
 
@@ -218,14 +241,14 @@ def _owner_of(array):
     return owner
 
 
-def _call(fn, args, kwargs, name):
-    """Run a NumPy callable on unwrapped device arrays and wrap what it returns;
-    ``out=`` arrays are returned as the caller passed them."""
+def _call(fn, args, kwargs, name, kind=None):
+    """Run a NumPy callable on unwrapped device arrays and wrap what it returns (as
+    ``kind``); ``out=`` arrays are returned as the caller passed them."""
     out = kwargs.get("out")
     result = fn(*unwrap(args, name), **unwrap(kwargs, name))
     if out is not None:
         return out[0] if type(out) is tuple and len(out) == 1 else out
-    return wrap(result)
+    return wrap(result, kind)
 
 
 def _rebuild(host):

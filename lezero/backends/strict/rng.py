@@ -24,6 +24,8 @@ _LEGACY = ("rand", "randn", "randint", "random", "random_sample", "normal", "uni
 class Generator:
     """A device generator with CuPy's methods; ``state`` is its bit generator's state."""
 
+    kind = StrictArray              # the class of the arrays it returns
+
     def __init__(self, seed=None):
         self._rng = np.random.default_rng(seed)
 
@@ -38,8 +40,12 @@ class Generator:
             if out is not None:
                 kwargs["out"] = out._a
             result = method(*args, **kwargs)
-            return out if out is not None else _device(result)
+            return out if out is not None else _device(self._result(result), self.kind)
         return draw
+
+    def _result(self, x):
+        """A draw as the device holds it (a subclass may cast it)."""
+        return x
 
     @property
     def state(self):
@@ -50,10 +56,10 @@ class Generator:
         self._rng.bit_generator.state = value
 
 
-def _device(x):
+def _device(x, kind=StrictArray):
     if isinstance(x, (np.ndarray, np.generic)):
-        return wrap(np.asarray(x))
-    return StrictArray(np.asarray(x))       # CuPy returns 0-d arrays, never Python numbers
+        return wrap(np.asarray(x), kind)
+    return kind(np.asarray(x))              # CuPy returns 0-d arrays, never Python numbers
 
 
 def default_rng(seed=None):
@@ -61,22 +67,23 @@ def default_rng(seed=None):
     return Generator(seed)
 
 
-def _legacy(name):
+def _legacy(name, kind):
     fn = getattr(np.random, name)
 
     def call(*args, **kwargs):
-        args = tuple(a._a if type(a) is StrictArray else a for a in args)
+        args = tuple(a._a if isinstance(a, StrictArray) else a for a in args)
         result = fn(*args, **kwargs)
-        return None if result is None else _device(result)
+        return None if result is None else _device(result, kind)
     call.__name__ = name
     return call
 
 
-def random_namespace():
-    """``xp.random`` of the strict device."""
+def random_namespace(kind=StrictArray, generator=None):
+    """``xp.random`` of the strict device (or of a device whose arrays are ``kind`` and
+    whose generator class is ``generator``)."""
     module = types.ModuleType("strict.random")
-    module.Generator = Generator
-    module.default_rng = default_rng
+    module.Generator = generator or Generator
+    module.default_rng = module.Generator
     for name in _LEGACY:
-        setattr(module, name, _legacy(name))
+        setattr(module, name, _legacy(name, kind))
     return module

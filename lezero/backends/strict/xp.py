@@ -11,36 +11,37 @@ import types
 import numpy as np
 
 from lezero.backends.strict import counters
-from lezero.backends.strict.array import AT_UFUNCS, StrictArray, unwrap, wrap
+from lezero.backends.strict.array import AT_UFUNCS, KINDS, StrictArray, kind_of, unwrap, wrap
 from lezero.backends.strict.rng import random_namespace
 
-__all__ = ["namespace", "upload", "special_namespace"]
+__all__ = ["namespace", "make_namespace", "upload", "special_namespace"]
 
 _UPLOADS = frozenset({"asarray", "array", "asanyarray", "ascontiguousarray",
                       "asfortranarray"})
 
 
-def upload(fn, name):
+def upload(fn, name, kind=StrictArray):
     """``xp.asarray`` and friends: host data becomes device data (counted)."""
     def call(obj, *args, **kwargs):
-        if type(obj) is StrictArray:
+        if type(obj) in KINDS:
             raw = fn(obj._a, *args, **kwargs)
-            return obj if raw is obj._a else StrictArray(raw)
+            return obj if raw is obj._a else type(obj)(raw)
         counters.record(h2d=1, what=f"xp.{name}")
         raw = fn(unwrap(obj, name) if type(obj) is not np.ndarray else obj, *args, **kwargs)
         if raw is obj or raw.base is not None:
             raw = raw.copy()            # device memory never aliases host memory
-        return StrictArray(raw)
+        return kind_of((obj,), kind)(raw)
     call.__name__ = name
     return call
 
 
-def device_function(fn, name):
-    """A NumPy function over device arrays (host ndarrays refused)."""
+def device_function(fn, name, kind=StrictArray):
+    """A NumPy function over device arrays (host ndarrays refused); results take the
+    class of the first device operand, else ``kind`` (``xp.zeros``: the namespace's)."""
     def call(*args, **kwargs):
         out = kwargs.get("out")
         result = fn(*unwrap(args, f"xp.{name}"), **unwrap(kwargs, f"xp.{name}"))
-        return out if out is not None else wrap(result)
+        return out if out is not None else wrap(result, kind_of(args, kind))
     call.__name__ = name
     call.__doc__ = fn.__doc__
     return call
@@ -49,10 +50,10 @@ def device_function(fn, name):
 class Ufunc:
     """A NumPy ufunc as CuPy's: called on device arrays, ``.at`` only where CuPy has it."""
 
-    def __init__(self, ufunc):
-        self._ufunc = ufunc
+    def __init__(self, ufunc, kind=StrictArray):
+        self._ufunc, self._kind = ufunc, kind
         self.__name__ = ufunc.__name__
-        self._call = device_function(ufunc, ufunc.__name__)
+        self._call = device_function(ufunc, ufunc.__name__, kind)
 
     def __call__(self, *args, **kwargs):
         return self._call(*args, **kwargs)
@@ -61,7 +62,9 @@ class Ufunc:
         if name == "at" and self.__name__ not in AT_UFUNCS:
             raise AttributeError(f"strict device: {self.__name__}.at does not exist on CuPy")
         attr = getattr(self._ufunc, name)
-        return device_function(attr, f"{self.__name__}.{name}") if callable(attr) else attr
+        if not callable(attr):
+            return attr
+        return device_function(attr, f"{self.__name__}.{name}", self._kind)
 
     def __repr__(self):
         return f"<strict ufunc {self.__name__!r}>"
@@ -69,23 +72,23 @@ class Ufunc:
 
 def asnumpy(a, stream=None, order="C", out=None):
     """``cupy.asnumpy``: a host copy (device arrays counted as transfers)."""
-    if type(a) is StrictArray:
+    if type(a) in KINDS:
         return a.get(order=order, out=out)
     return np.asarray(a, order=order)
 
 
 def get_array_module(*args):
     """``cupy.get_array_module``: this namespace when any argument is a device array."""
-    return namespace if any(type(a) is StrictArray for a in args) else np
+    return namespace if any(type(a) in KINDS for a in args) else np
 
 
 class Namespace(types.ModuleType):
     """A module-like view of a NumPy module (``numpy``, ``numpy.linalg``, ...) over the
     strict device; attributes are resolved on first use and kept."""
 
-    def __init__(self, name, source, extra=None):
+    def __init__(self, name, source, extra=None, kind=StrictArray):
         super().__init__(name)
-        self._source = source
+        self._source, self._kind = source, kind
         for key, value in (extra or {}).items():
             setattr(self, key, value)
 
@@ -97,27 +100,35 @@ class Namespace(types.ModuleType):
         except AttributeError:
             raise AttributeError(f"module {self.__name__!r} (the strict device) has no "
                                  f"attribute {name!r}") from None
-        value = _adapt(obj, name, f"{self.__name__}.{name}")
+        value = _adapt(obj, name, f"{self.__name__}.{name}", self._kind)
         setattr(self, name, value)
         return value
 
 
-def _adapt(obj, name, qualified):
+def _adapt(obj, name, qualified, kind):
     if isinstance(obj, np.ufunc):
-        return Ufunc(obj)
+        return Ufunc(obj, kind)
     if isinstance(obj, types.ModuleType):
-        return Namespace(qualified, obj)
+        return Namespace(qualified, obj, kind=kind)
     if isinstance(obj, type) or not callable(obj):
         return obj                      # dtypes, classes, constants
     if name in _UPLOADS:
-        return upload(obj, name)
-    return device_function(obj, name)
+        return upload(obj, name, kind)
+    return device_function(obj, name, kind)
 
 
-namespace = Namespace("strict", np, {
-    "ndarray": StrictArray, "asnumpy": asnumpy, "get_array_module": get_array_module,
-    "random": random_namespace(),
-})
+def make_namespace(name, kind=StrictArray, generator=None):
+    """The array namespace of a device on strict memory whose arrays are ``kind`` (a
+    ``StrictArray`` subclass, added to ``KINDS``) and whose ``random.default_rng`` makes
+    ``generator`` (default: the strict ``Generator``)."""
+    KINDS.add(kind)
+    return Namespace(name, np, {
+        "ndarray": kind, "asnumpy": asnumpy, "get_array_module": get_array_module,
+        "random": random_namespace(kind, generator),
+    }, kind=kind)
+
+
+namespace = make_namespace("strict")
 
 
 _special = []

@@ -110,7 +110,8 @@ def clear_memory():
 # ----- measuring ---------------------------------------------------------------------------
 
 def _xp(prob):
-    return np if prob.backend == "numpy" else cuda._import_cupy()
+    from lezero.backends import get
+    return np if prob.backend == "numpy" else get(prob.backend).xp
 
 
 def make_inputs(prob, op, seed=0, dtype=None):
@@ -148,7 +149,8 @@ def warm_cache(algo, prob, op, ops):
 
 def _sync(prob):
     if prob.backend != "numpy":
-        _xp(prob).cuda.Device().synchronize()
+        from lezero.backends import get
+        get(prob.backend).synchronize()
 
 
 def measure(algo, prob, op, inputs=None, repeat=3, cache=None):

@@ -29,7 +29,11 @@ _DTYPE_NAMES = {}      # dtype.name is surprisingly slow; it is asked on every c
 
 def problem(geom, batch, in_channels, out_channels, array):
     """The ConvProblem for arrays like ``array`` (its dtype and backend)."""
-    backend = "numpy" if isinstance(array, np.ndarray) else "cupy"
+    if isinstance(array, np.ndarray):
+        backend = "numpy"
+    else:                               # a device: its backend's name ("cupy", "strict", ...)
+        from lezero.backends import get_backend
+        backend = get_backend(array).name
     name = _DTYPE_NAMES.get(array.dtype)
     if name is None:
         name = _DTYPE_NAMES[array.dtype] = array.dtype.name

@@ -232,8 +232,9 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
     if op not in ("forward", "grad_input", "grad_weight"):
         raise ValueError(f"conv_explain: op must be 'forward', 'grad_input' or 'grad_weight', "
                          f"got {op!r}")
-    if backend not in ("numpy", "cupy"):
-        raise ValueError(f"conv_explain: backend must be 'numpy' or 'cupy', got {backend!r}")
+    from lezero.backends import available
+    if backend not in available():
+        raise ValueError(f"conv_explain: backend must be one of {available()}, got {backend!r}")
     nd = len(x_shape) - 2
     _check_groups("conv_explain", groups, x_shape[1], w_shape[0])
     if w_shape[1] * groups != x_shape[1]:

@@ -20,6 +20,7 @@ after a log_softmax both give the same logit gradient.  Double backward is not s
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Function, Variable
 from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.loss.common import check_reduction
@@ -125,7 +126,8 @@ class _Alignment:
         before = xp.where(self.s_len > 1, a_last[rows, xp.maximum(self.s_len - 2, 0)], -np.inf)
         ll = xp.logaddexp(end, before)
         # No frames: only the empty target has an alignment.
-        ll = xp.where(self.t_len == 0, xp.where(self.s_len == 1, 0.0, -np.inf), ll)
+        zero, minus_inf = ll.dtype.type(0), ll.dtype.type(-np.inf)
+        ll = xp.where(self.t_len == 0, xp.where(self.s_len == 1, zero, minus_inf), ll)
         return -ll
 
 
@@ -140,7 +142,7 @@ class CTCLoss(Function):
 
     def forward(self, log_probs):
         xp = xp_of(log_probs)
-        lp = log_probs.astype(np.float64)
+        lp = log_probs.astype(get_backend(log_probs).capabilities.widest_float)
         align = _Alignment(self.labels, self.input_lengths, self.blank, xp)
         lp_ext = align.gather(lp)
         alpha = align.forward(lp_ext)
@@ -150,7 +152,7 @@ class CTCLoss(Function):
             beta = align.backward(lp_ext)
             with np.errstate(invalid="ignore"):
                 mass = xp.exp(alpha + beta - lp_ext + nll[None, :, None])
-            grad = xp.zeros(lp.shape, dtype=np.float64)
+            grad = xp.zeros(lp.shape, dtype=lp.dtype)
             rows = xp.arange(lp.shape[1])
             for s in range(lp_ext.shape[2]):     # one label per (n, s): no collisions
                 grad[:, rows, align.ext[:, s]] -= mass[:, :, s]

@@ -10,6 +10,7 @@ import functools
 
 import numpy as np
 
+from lezero.backends import get_backend
 from lezero.core import Function
 from lezero.functions.common import as_variable, xp_of
 from lezero.functions.math import mul, pow
@@ -89,7 +90,8 @@ def _avg_pool(op, dims, x, kernel_size, stride, padding, ceil_mode, count_includ
         counts = [_window_counts(*a, count_include_pad) for a in
                   zip(geom.in_size, geom.out_size, geom.kernel, geom.stride, geom.padding)]
         divisor = functools.reduce(np.multiply.outer, counts).astype(np.float64)
-    divisor = xp_of(x).asarray(divisor)
+    backend = get_backend(x)        # a float32-only device holds no float64 divisor
+    divisor = backend.from_host(divisor.astype(backend.capabilities.widest_float, copy=False))
     return restore(AvgPoolNd(geom, divisor)(reshape(x, shape4)))
 
 

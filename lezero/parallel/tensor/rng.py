@@ -20,7 +20,6 @@ draws the same ``k`` (so the default generators stay in step), each rank's strea
 recomputes a segment -- reproduces the masks of every region inside the segment.
 """
 import contextlib
-import sys
 
 import numpy as np
 
@@ -49,7 +48,7 @@ def model_parallel_seed(comm):
 
 @contextlib.contextmanager
 def model_parallel_rng(comm=None):
-    """Inside, LeZero's generator (NumPy's, and CuPy's when CuPy is loaded) is this tensor
+    """Inside, LeZero's generator (NumPy's, and each device's in use) is this tensor
     rank's model-parallel one; on exit the default generator continues where it was."""
     from lezero.parallel.tensor.sharding import tp_comm
     comm = tp_comm(comm, "parallel.model_parallel_rng")
@@ -58,22 +57,21 @@ def model_parallel_rng(comm=None):
     seed = model_parallel_seed(comm)
     saved = lz_random.get_rng_state()
     lz_random.set_rng_state(np.random.default_rng([seed, key]).bit_generator.state)
-    cupy_saved = _swap_cupy(seed, key)
+    device_saved = _swap_device_rngs(seed * 1000003 + key)
     try:
         yield
     finally:
         lz_random.set_rng_state(saved)
-        _restore_cupy(cupy_saved)
+        _restore_device_rngs(device_saved)
 
 
-def _swap_cupy(seed, key):
-    """CuPy's generator state cannot be set: swap the generator object."""
-    if "cupy" not in sys.modules:
-        return None
-    return (lz_random.swap_cupy_rng(
-        sys.modules["cupy"].random.default_rng(seed * 1000003 + key)),)
+def _swap_device_rngs(seed):
+    """A device generator's state cannot always be set (CuPy's cannot): on each device in
+    use, swap in a fresh generator seeded with ``seed``; returns what to put back."""
+    from lezero.backends import devices_in_use
+    return {b.name: lz_random.swap_device_rng(b.name, b.rng(seed)) for b in devices_in_use()}
 
 
-def _restore_cupy(saved):
-    if saved is not None:
-        lz_random.swap_cupy_rng(saved[0])
+def _restore_device_rngs(saved):
+    for name, generator in saved.items():
+        lz_random.swap_device_rng(name, generator)
