@@ -182,6 +182,7 @@ HIDDEN = [("examples/export_onnx.py", "onnxruntime", "onnx"),
           ("examples/train_dqn.py", "gymnasium", "examples"),
           ("examples/train_gcn.py", "networkx", "examples"),
           ("steps/step53.py", "onnx", "onnx"),
+          ("steps/step66.py", "onnx", "onnx"),
           ("steps/step60.py", "uvicorn", "serve")]
 
 

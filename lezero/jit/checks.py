@@ -1,11 +1,13 @@
 """Checks that keep a trace honest: what would be frozen silently is found and reported.
 
 * ``check_trace`` runs the function a second time on inputs with other *values* (same
-  shapes and dtypes; integers permuted, so indices stay valid) from the same random
-  state, and compares the two graphs.  A different operator sequence means Python
-  control flow followed the data; a constant or attribute that changed (a loss target
-  preprocessed in Python, a mask computed with NumPy) would be frozen.  Either is a
-  ``TraceError`` naming the node.
+  shapes and dtypes; integers permuted, so indices stay valid, or where that changes
+  nothing, as for an all-ones mask, ``(x + 1) % (max + 1)``; booleans then negated) from
+  the same random state, and compares the two graphs.  A different operator sequence
+  means Python control flow followed the data; a constant, attribute or Variable made
+  during the call that changed (a loss target preprocessed in Python, a mask computed
+  with NumPy) would be frozen.  Either is a ``TraceError`` naming the node.  Attributes
+  that only scale a gradient (``GRADIENT_ONLY``) are not compared.
 * ``mark_stochastic`` finds dropout nodes (a ``ScaleShift`` whose scale is a 0 / (1/(1-p))
   mask) and records ``p`` so that replay draws a fresh mask from LeZero's generator per
   call, as eager execution does; any other random scale traced in training mode is an
@@ -24,23 +26,45 @@ from lezero.jit import attrs as A
 from lezero.jit.errors import TraceError, TracerWarning
 from lezero.jit.tracer import is_module, record
 
-__all__ = ["perturb", "check_trace", "mark_stochastic", "buffer_snapshot", "check_buffers",
-           "restore_buffers"]
+__all__ = ["perturb", "GRADIENT_ONLY", "changed_params", "check_trace", "mark_stochastic",
+           "buffer_snapshot", "check_buffers", "restore_buffers"]
+
+
+# Attributes that only scale a gradient (embedding's padding_idx weights): forward and
+# replay never read them, so a change with the inputs' values freezes nothing.
+GRADIENT_ONLY = frozenset({("Embedding", "use_weight")})
+
+
+def _other_values(data):
+    """An integer or boolean array with other values where possible: rolled by one
+    position (a permutation, so indices stay valid); where that changes nothing (an
+    all-ones mask, one element), integers ``(x + 1) % (max + 1)`` (still in [0, max]; an
+    array with max <= 0 is left as it is) and booleans negated."""
+    xp = cuda.get_array_module(data)
+    rolled = xp.roll(data.reshape(-1), 1).reshape(data.shape)
+    if not bool(xp.array_equal(rolled, data)):
+        return rolled
+    if data.dtype == np.bool_:
+        return ~data
+    top = int(data.max())
+    if top <= 0:
+        return data
+    return ((data.astype(np.int64) + 1) % (top + 1)).astype(data.dtype)
 
 
 def perturb(args):
-    """Arguments with different values: floats shifted and scaled, integers and booleans
-    rolled by one position (still valid indices), everything else unchanged."""
+    """Arguments with different values: floats (of more than one element) shifted and
+    scaled, integers and booleans given other values by ``_other_values``, everything else
+    unchanged."""
     out = []
     for a in args:
         data = a.data if isinstance(a, Variable) else a
-        if isinstance(data, cuda.array_types()) and data.size > 1:
-            xp = cuda.get_array_module(data)
-            if data.dtype.kind == "f":
-                data = (data * 0.75 + 0.125).astype(data.dtype)
-            else:
-                data = xp.roll(data.reshape(-1), 1).reshape(data.shape)
-            out.append(data)
+        if not isinstance(data, cuda.array_types()) or data.size == 0:
+            out.append(a)
+        elif data.dtype.kind in "fc":
+            out.append((data * 0.75 + 0.125).astype(data.dtype) if data.size > 1 else a)
+        elif data.dtype.kind in "iub":
+            out.append(_other_values(data))
         else:
             out.append(a)
     return out
@@ -62,6 +86,17 @@ def _compare_outputs(g1, g2):
                              "would be frozen as a constant")
 
 
+def changed_params(g1, g2):
+    """Names of parameters that are a new Variable in each run with other values: a
+    Variable that requires a gradient created *during* the call from the inputs' values
+    (``lz.Variable(mask.data != 0)``), which the graph would hold as a weight with this
+    run's values.  A module's parameters and Variables made before the call are the same
+    object in both runs."""
+    return [name for name, v in g1.params.items()
+            if name in g2.params and g2.params[name] is not v
+            and not A.attrs_equal(v.data, g2.params[name].data)]
+
+
 def _compare(g1, g2, fn_name):
     ops1, ops2 = [n.op for n in g1.nodes], [n.op for n in g2.nodes]
     if ops1 != ops2:
@@ -72,9 +107,15 @@ def _compare(g1, g2, fn_name):
                          f"values changed (node {k}: {a} vs {b}; {len(ops1)} vs {len(ops2)} "
                          "nodes): its Python control flow depends on the data, so no single "
                          "static graph represents it")
+    changed = changed_params(g1, g2)
+    if changed:
+        raise TraceError(f"jit.trace: %{changed[0]} is a Variable created during the call "
+                         "whose values changed with the inputs: it was computed from them "
+                         "outside LeZero operators and would be frozen as a weight. Compute "
+                         "it with LeZero operators")
     for k, (n1, n2) in enumerate(zip(g1.nodes, g2.nodes)):
         for key in n1.attrs:
-            if key.startswith("_") or key not in n2.attrs:
+            if key.startswith("_") or key not in n2.attrs or (n1.op, key) in GRADIENT_ONLY:
                 continue
             if not A.attrs_equal(n1.attrs[key], n2.attrs[key]):
                 raise TraceError(
@@ -97,7 +138,8 @@ def check_trace(fn, args, recording, param_names, fn_name, rng_before):
     state = get_rng_state()
     set_rng_state(rng_before)
     try:
-        other = record(fn, perturb(args), param_names)
+        with np.errstate(all="ignore"):     # made-up values may divide by zero: no noise
+            other = record(fn, perturb(args), param_names)
     except TraceError:
         raise
     except Exception as e:     # the function refuses other values: skip, but say so

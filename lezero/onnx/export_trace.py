@@ -19,12 +19,12 @@ import numpy as np
 from lezero import cuda
 from lezero.core import Variable
 from lezero.jit import attrs as A
+from lezero.jit.checks import GRADIENT_ONLY, changed_params
 from lezero.onnx.context import ExportError
 
 __all__ = ["trace_graph", "trace_dynamic", "check_value_dependence", "perturbed"]
 
 # Attributes that only scale a gradient (the forward and so the file never read them).
-GRADIENT_ONLY = {("Embedding", "use_weight")}
 
 
 def _data(a):
@@ -139,7 +139,11 @@ def _dependent(graph, fn, args, which):
         raise ExportError(f"onnx.export: the model fails when the values of its inputs "
                           f"change ({e}); the export cannot check that no input value is "
                           "frozen into the file") from e
-    return _differences(graph, other, GRADIENT_ONLY)
+    info = _differences(graph, other, GRADIENT_ONLY)
+    if info is not None:        # a Variable made in the call from an input's values
+        for name in changed_params(graph, other):
+            info[("param", name)] = {"attrs": set(), "consts": set()}
+    return info
 
 
 def check_value_dependence(graph, fn, args, input_names):
@@ -157,13 +161,16 @@ def check_value_dependence(graph, fn, args, input_names):
                           f"values of {named} (Python code branches on the values), so no "
                           "single ONNX graph represents it")
     nodes = sorted(k for k in info if isinstance(k, int))
-    if nodes:
+    params = [k[1] for k in info if isinstance(k, tuple) and k[0] == "param"]
+    if params and not nodes:
+        where = f"the Variable %{params[0]} (made during the call, so written as a weight)"
+    elif nodes:
         k = nodes[0]
         what = sorted(f"attribute {key!r}" for key in info[k]["attrs"])
         what += [f"input {i}" for i in sorted(info[k]["consts"])]
         where = f"node {k} ({graph.nodes[k].op}): {', '.join(what)}"
     else:
-        where = f"output {min(info)[1]}"
+        where = f"output {min(k for k in info if k[0] != 'param')[1]}"
     raise ExportError(f"onnx.export: {where} was computed "
                       f"from the values of {named} outside LeZero operators (NumPy on "
                       "`.data`), so the trace holds it as a constant and the ONNX file "

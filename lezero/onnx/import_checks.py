@@ -64,9 +64,9 @@ def read_model(path, source):
     if not proto.graph.node and not proto.graph.output:
         raise _error(f"onnx.load: {source!r} holds no graph (is it an ONNX file?)")
     folder = os.path.dirname(os.path.abspath(path))
-    for where, tensor in _tensors(proto.graph):
+    for where, tensor in _tensors(proto.graph, f"onnx.load: {source!r}"):
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            _load_external(tensor, folder, f"onnx.load: {source!r}: {where}")
+            _load_external(tensor, folder, where)
     return proto
 
 
@@ -79,17 +79,17 @@ def subgraphs(node, where, depth):
     return found
 
 
-def _tensors(graph, depth=0):
-    """(where, TensorProto) for the initializers and the tensor attributes of the nodes,
-    those of the subgraphs included."""
+def _tensors(graph, where, depth=0):
+    """(where, TensorProto) for the initializers and the tensor attributes of the nodes
+    of ``graph`` (at ``where``), those of the subgraphs included."""
     for t in graph.initializer:
-        yield f"initializer {t.name[:80]!r}", t
+        yield f"{where}: initializer {t.name[:80]!r}", t
     for k, node in enumerate(graph.node):
         for a in node.attribute:
             if a.HasField("t"):
-                yield f"node {k} attribute {a.name!r}", a.t
-        for _, sub in subgraphs(node, f"node {k}", depth + 1):
-            yield from _tensors(sub, depth + 1)
+                yield f"{where}: node {k} attribute {a.name!r}", a.t
+        for name, sub in subgraphs(node, f"{where}: node {k}", depth + 1):
+            yield from _tensors(sub, f"{where}: node {k} subgraph {name!r}", depth + 1)
 
 
 def _inside(folder, location):

@@ -1,7 +1,7 @@
 """Smaller ONNX operators run with LeZero (see import_ops): CumProd, the bitwise
 operators, Hardmax, TopK, LpNormalization, OneHot, Compress, SpaceToDepth /
 DepthToSpace, Swish, ThresholdedRelu, EyeLike, GatherND, ReverseSequence,
-GroupNormalization, CenterCropPad and the Hann / Hamming / Blackman windows.
+GroupNormalization, CenterCropPad, GridSample and the Hann / Hamming / Blackman windows.
 
 What reaches a float Variable stays differentiable (``lezero.functions``); index
 results (TopK's indices, OneHot, Hardmax, EyeLike, windows) are NumPy constants.
@@ -10,6 +10,7 @@ import numpy as np
 
 import lezero.functions as F
 from lezero import cuda
+from lezero.core.config import get_config
 from lezero.onnx.import_checks import bounded
 from lezero.onnx.import_ops import arr, as_dtype, ints, is_var, op, scalar
 
@@ -239,20 +240,105 @@ def _window(node, args, module):
 
 
 _GRID_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest"}
+_CUBIC_A = -0.75
+
+
+def _cubic_weights(t):
+    """Keys' cubic convolution weights (a = -0.75) of the taps at -1, 0, 1, 2 for the
+    fractional positions ``t`` (a new last axis of 4)."""
+    a, d = _CUBIC_A, np.stack([t + 1, t, 1 - t, 2 - t], axis=-1)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(np.abs(np.arange(4) - 1.5) < 1, near, far)
+
+
+def _grid_reflect(v, lo, hi):
+    """``v`` reflected off ``lo`` and ``hi`` until it lies between them."""
+    span = hi - lo
+    if span <= 0:
+        return np.zeros_like(v)
+    below = np.abs(v - lo)
+    turns, rest = np.floor(below / span), np.mod(below, span)
+    return np.where(np.mod(turns, 2) == 0, lo + rest, hi - rest)
+
+
+def _grid_axis_taps(coord, size, mode, padding, align):
+    """Per sampled point along one spatial axis: (tap indices, weights, valid) with a last
+    axis of 1 (nearest), 2 (linear) or 4 (cubic) taps, as ONNX's reference places them."""
+    lo, hi = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    if mode == "nearest":
+        coord = np.rint(coord)
+    out = (coord < lo) | (coord > hi)
+    if padding == "border":
+        coord = np.where(out, np.clip(coord, 0, size - 1), coord)
+    elif padding == "reflection":
+        coord = np.where(out, _grid_reflect(coord, lo, hi), coord)
+    if mode == "nearest":
+        taps, weights = np.trunc(coord)[..., None], np.ones(coord.shape + (1,))
+    else:
+        base = np.floor(coord)
+        t = coord - base
+        offsets = np.arange(-1, 3) if mode == "cubic" else np.arange(2)
+        taps = base[..., None] + offsets
+        weights = _cubic_weights(t) if mode == "cubic" else np.stack([1 - t, t], -1)
+    if padding == "border":
+        taps = np.clip(taps, 0, size - 1)
+    elif padding == "reflection":
+        taps = np.trunc(_grid_reflect(taps, lo, hi))
+    valid = (taps >= 0) & (taps < size)
+    return np.clip(taps, 0, size - 1).astype(np.int64), weights, valid
+
+
+def _grid_gather(x, grid, mode, padding, align):
+    """Sample ``x`` (N, C, *spatial) at ``grid`` (N, *out, d) by gathering every tap
+    combination at once: a weighted sum, differentiable in ``x``."""
+    data, g = arr(x), np.asarray(cuda.as_numpy(arr(grid)), dtype=np.float64)
+    sizes, d = data.shape[2:], data.ndim - 2
+    flat, weight = np.zeros(g.shape[:-1] + (1,), np.int64), np.ones(g.shape[:-1] + (1,))
+    for axis, size in enumerate(sizes):
+        n = g[..., d - 1 - axis]
+        coord = (n + 1) / 2 * (size - 1) if align else ((n + 1) * size - 1) / 2
+        taps, w, valid = _grid_axis_taps(coord, size, mode, padding, align)
+        flat = (flat[..., :, None] * size + taps[..., None, :]).reshape(flat.shape[:-1] + (-1,))
+        weight = (weight[..., :, None] * (w * valid)[..., None, :]).reshape(flat.shape)
+    batch = np.arange(data.shape[0]).reshape((-1,) + (1,) * (flat.ndim - 1))
+    xs = F.reshape(x, data.shape[:2] + (-1,)) if is_var(x) else data.reshape(
+        data.shape[:2] + (-1,))
+    index = (batch, slice(None), cuda.as_array(flat, data))
+    picked = F.get_item(xs, index) if is_var(x) else xs[index]     # (N, *out, K, C)
+    w = cuda.as_array(weight.astype(data.dtype)[..., None], data)
+    total = F.sum(picked * w, axis=-2) if is_var(x) else (picked * w).sum(axis=-2)
+    order = (0, total.ndim - 1) + tuple(range(1, total.ndim - 1))
+    return F.transpose(total, order) if is_var(x) else total.transpose(order)
 
 
 @op("GridSample")
 def _grid_sample(node, args, module):
-    """2-D sampling, as PyTorch's grid_sample (modes linear/bilinear and nearest;
-    padding zeros, border, reflection); cubic and volumetric grids are refused."""
+    """Sampling as PyTorch's grid_sample (modes linear/bilinear, nearest and cubic/
+    bicubic; padding zeros, border, reflection) on 4-D and 5-D inputs.  Bilinear and
+    nearest on 4-D run LeZero's ``grid_sample`` (differentiable in x and grid); the
+    rest gathers the taps (differentiable in x only: a grid that needs a gradient there
+    is an error)."""
     x, grid = args
     mode = node.attrs.get("mode", "linear" if module.opset >= 20 else "bilinear")
-    if mode not in _GRID_MODES or arr(x).ndim != 4:
-        raise ValueError(f"GridSample with mode {mode!r} on a {arr(x).ndim}-D input is not "
-                         "supported (linear or nearest, 4-D input)")
-    return F.grid_sample(x, grid, mode=_GRID_MODES[mode],
-                         padding_mode=node.attrs.get("padding_mode", "zeros"),
-                         align_corners=bool(node.attrs.get("align_corners", 0)))
+    padding = node.attrs.get("padding_mode", "zeros")
+    align = bool(node.attrs.get("align_corners", 0))
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    if mode not in ("linear", "nearest", "cubic") or arr(x).ndim not in (4, 5) or \
+            padding not in ("zeros", "border", "reflection"):
+        raise ValueError(f"GridSample with mode {mode!r}, padding_mode {padding!r} on a "
+                         f"{arr(x).ndim}-D input is not supported (linear, nearest or cubic; "
+                         "4-D or 5-D input)")
+    if arr(grid).shape != arr(x).shape[:1] + arr(grid).shape[1:-1] + (arr(x).ndim - 2,):
+        raise ValueError(f"GridSample: grid of shape {arr(grid).shape} does not fit input "
+                         f"{arr(x).shape}")
+    if mode in _GRID_MODES and arr(x).ndim == 4:
+        return F.grid_sample(x, grid, mode=_GRID_MODES[mode], padding_mode=padding,
+                             align_corners=align)
+    if is_var(grid) and grid.requires_grad and get_config().enable_backprop:
+        raise ValueError(f"GridSample {mode} on a {arr(x).ndim}-D input: gradients with "
+                         "respect to the grid are not supported")
+    return _grid_gather(x, grid, mode, padding, align)
 
 
 @op("Det")

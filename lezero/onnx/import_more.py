@@ -215,3 +215,5 @@ from lezero.onnx import import_quant  # noqa: E402,F401
 from lezero.onnx import import_resize  # noqa: E402,F401
 from lezero.onnx import import_attention  # noqa: E402,F401
 from lezero.onnx import import_seq, import_misc  # noqa: E402,F401
+from lezero.onnx import import_control  # noqa: E402,F401  (If, Loop, Scan)
+from lezero.onnx import import_qlinear  # noqa: E402,F401  (QLinearMatMul, ConvInteger, ...)

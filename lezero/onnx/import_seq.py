@@ -28,13 +28,18 @@ def _check_float(op_name, name, x):
 
 # ----- LinearAttention -----------------------------------------------------------------
 
-def _heads(x, heads, name):
-    """(B, T, H*D) -> (B, H, T, D), computed in float32 as ONNX specifies."""
+def _work_dtype(x):
+    """float32, as ONNX specifies the accumulation; float64 inputs stay float64."""
+    return np.float64 if arr(x).dtype == np.float64 else np.float32
+
+
+def _heads(x, heads, name, work):
+    """(B, T, H*D) -> (B, H, T, D) in the working dtype."""
     b, t, hd = arr(x).shape
     if hd % heads:
         raise ValueError(f"LinearAttention: {name} last dim {hd} is not a multiple of "
                          f"its number of heads ({heads})")
-    x = F.reshape(as_dtype(_as_var(x), np.float32), (b, t, heads, hd // heads))
+    x = F.reshape(as_dtype(_as_var(x), work), (b, t, heads, hd // heads))
     return F.transpose(x, (0, 2, 1, 3))
 
 
@@ -60,25 +65,25 @@ def _la_settings(node, args):
     return rule, hq, hkv
 
 
-def _gate(x, hkv, dk, name, widths):
-    """decay or beta (B, T, W) -> (B, H_kv or 1, T, D or 1) float32, W in ``widths``."""
+def _gate(x, hkv, name, widths, work):
+    """decay or beta (B, T, W) -> (B, H_kv or 1, T, D or 1), W in ``widths``."""
     b, t, w = arr(x).shape if arr(x).ndim == 3 else (0, 0, -1)
     if w not in widths:
         raise ValueError(f"LinearAttention: {name} must be (B, T, W) with W in "
                          f"{sorted(set(widths))}, got shape {arr(x).shape}")
     heads = hkv if w != 1 else 1
-    x = F.reshape(as_dtype(_as_var(x), np.float32), (b, t, heads, w // heads))
+    x = F.reshape(as_dtype(_as_var(x), work), (b, t, heads, w // heads))
     return F.transpose(x, (0, 2, 1, 3))
 
 
-def _initial_state(past, shape):
+def _initial_state(past, shape, work):
     if past is None:
-        return _as_var(np.zeros(shape, np.float32))
+        return _as_var(np.zeros(shape, work))
     if arr(past).shape != shape:
         raise ValueError(f"LinearAttention: past_state has shape {arr(past).shape}, "
                          f"expected {shape}")
     _check_float("LinearAttention", "past_state", past)
-    return as_dtype(_as_var(past), np.float32)
+    return as_dtype(_as_var(past), work)
 
 
 def _step(state, k_t, v_t, g_t, beta_t):
@@ -93,12 +98,15 @@ def _step(state, k_t, v_t, g_t, beta_t):
 
 @op("LinearAttention")
 def _linear_attention(node, args, module):
-    """Runs the recurrence token by token in float32 (ONNX's semantics); outputs
+    """Runs the recurrence token by token in float32 (ONNX's semantics; float64 inputs
+    in float64); outputs
     (B, T, H_q * d_v) in the query's dtype and the final state (B, H_kv, d_k, d_v) in
     the past state's dtype (the query's when there is none)."""
     rule, hq, hkv = _la_settings(node, args)
     query, key, value = args[:3]
-    q, k, v = _heads(query, hq, "query"), _heads(key, hkv, "key"), _heads(value, hkv, "value")
+    work = _work_dtype(query)
+    q, k, v = (_heads(x, n, name, work) for x, n, name in
+               ((query, hq, "query"), (key, hkv, "key"), (value, hkv, "value")))
     b, _, t, dk = q.shape
     dv = v.shape[-1]
     if k.shape[-1] != dk or k.shape[:3] != (b, hkv, t) or v.shape[:3] != (b, hkv, t):
@@ -106,9 +114,9 @@ def _linear_attention(node, args, module):
                          f"and value {arr(value).shape} do not agree on batch, length and "
                          "head size")
     decay, beta, past = _optional(args, 4), _optional(args, 5), _optional(args, 3)
-    g = None if decay is None else _gate(decay, hkv, dk, "decay", (hkv, hkv * dk))
-    bt = None if beta is None else _gate(beta, hkv, 1, "beta", (hkv, 1))
-    state = _initial_state(past, (b, hkv, dk, dv))
+    g = None if decay is None else _gate(decay, hkv, "decay", (hkv, hkv * dk), work)
+    bt = None if beta is None else _gate(beta, hkv, "beta", (hkv, 1), work)
+    state = _initial_state(past, (b, hkv, dk, dv), work)
     scale = node.attrs.get("scale", 0.0) or 1.0 / np.sqrt(dk)
     spread = np.repeat(np.arange(hkv), hq // hkv)
     outputs = []
@@ -118,7 +126,7 @@ def _linear_attention(node, args, module):
                       None if bt is None else bt[:, :, i, :])
         read = state if hq == hkv else F.take(state, spread, axis=1)
         o = F.matmul(F.expand_dims(q[:, :, i, :], 2), read)[:, :, 0, :]
-        outputs.append(o * np.float32(scale))
+        outputs.append(o * work(scale))
     out = F.reshape(F.transpose(F.stack(outputs, axis=2), (0, 2, 1, 3)), (b, t, hq * dv))
     state_dtype = arr(query if past is None else past).dtype
     return as_dtype(out, arr(query).dtype), as_dtype(state, state_dtype)
@@ -144,8 +152,8 @@ def _causal_inputs(args):
 def _causal_conv(node, args, module):
     """Depthwise causal 1-D convolution: the input is prefixed with ``past_state`` (zeros
     when absent), each channel convolved with its own k taps; ``present_state`` is the
-    last k - 1 positions.  The sum runs in float32 and is rounded to the input's dtype
-    before the optional SiLU, as ONNX's reference does."""
+    last k - 1 positions.  The sum runs in float32 (float64 for float64 input) and is
+    rounded to the input's dtype before the optional SiLU, as ONNX's reference does."""
     activation = node.attrs.get("activation", "none")
     if activation not in ("none", "silu", "swish"):
         raise ValueError(f"CausalConvWithState: activation {activation!r} is not one of "
@@ -159,14 +167,15 @@ def _causal_conv(node, args, module):
                          f"expected {(b, c, k - 1)}")
     padded = F.concatenate([as_dtype(_as_var(past), x.dtype), x], axis=2)
     length = x.shape[2]
-    wide, w32 = as_dtype(padded, np.float32), as_dtype(w, np.float32)
-    out = sum(F.reshape(w32[:, 0, j], (1, c, 1)) * wide[:, :, j:j + length]
+    work = _work_dtype(x)
+    wide, taps = as_dtype(padded, work), as_dtype(w, work)
+    out = sum(F.reshape(taps[:, 0, j], (1, c, 1)) * wide[:, :, j:j + length]
               for j in range(k))
     if bias is not None:
-        out = out + F.reshape(as_dtype(_as_var(bias), np.float32), (1, c, 1))
+        out = out + F.reshape(as_dtype(_as_var(bias), work), (1, c, 1))
     out = as_dtype(out, x.dtype)
     if activation != "none":
-        out = as_dtype(F.silu(as_dtype(out, np.float32)), x.dtype)
+        out = as_dtype(F.silu(as_dtype(out, work)), x.dtype)
     return out, padded[:, :, length:]
 
 

@@ -90,7 +90,7 @@ def _constant_of_shape(node, args, module):
 
 @op("Range")
 def _range(node, args, module):
-    start, limit, delta = (arr(a) for a in args)
+    start, limit, delta = (np.asarray(scalar(a), dtype=arr(a).dtype) for a in args)
     if float(delta) == 0:
         raise ValueError(f"{node.where()}: Range with delta 0")
     count = max(int(np.ceil((float(limit) - float(start)) / float(delta))), 0)

@@ -92,6 +92,16 @@ class _Graph:
                        for t in proto.initializer}
         self.input_names = [i.name for i in proto.input if i.name not in self.consts]
         self.output_names = [o.name for o in proto.output]
+        self.output_info = [_declared(o) for o in proto.output]
+
+
+def _declared(value_info):
+    """(elem_type, dims) a graph output declares; 0 / None where it does not."""
+    t = value_info.type.tensor_type
+    if value_info.type.WhichOneof("value") != "tensor_type" or not t.HasField("shape"):
+        return t.elem_type, None
+    return t.elem_type, [d.dim_value if d.HasField("dim_value") else None
+                         for d in t.shape.dim]
 
 
 class _Scope:
@@ -226,8 +236,8 @@ class OnnxModule(Module):
                                       f"{type(e).__name__}: {str(e)[:300]}") from e
             outs = outs if isinstance(outs, (tuple, list)) else (outs,)
             for name, value in zip(node.outputs, outs):
-                if name:
-                    env[name] = value
+                if name:            # NumPy scalars (0-D results) as 0-D arrays
+                    env[name] = np.asarray(value) if isinstance(value, np.generic) else value
         return [env[n] for n in output_names]
 
 

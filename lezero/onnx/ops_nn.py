@@ -164,12 +164,22 @@ def _normalize(ctx, node):
     axes = [int(x) % len(a["view"] or shape) for x in a["axes"]]
     trailing = a["view"] is None and axes == list(range(ndim - len(axes), ndim))
     ctx.claim(node, "use_kernel")
+    _claim_batch_view(ctx, node)
     if a["center"] and trailing and a["has_weight"] and ctx.opset >= 17 and (
             tuple(a["param_shape"] or ()) == tuple(shape[ndim - len(axes):])):
         ctx.emit("LayerNormalization", names, node.outputs, axis=-len(axes),
                  epsilon=float(a["eps"]))
         return
     _normalize_decomposed(ctx, node, names, shape, axes)
+
+
+def _claim_batch_view(ctx, node):
+    """Group norm's view (N, G, -1) follows a dynamic batch only in N, which the decomposed
+    form's Reshape copies from the input (its 0); any other axis stays refused."""
+    if "view" in ctx.dynamic_attrs(node):
+        view, other = node.attrs["view"], ctx.other_attr(node, "view")
+        if len(view) == len(other) and tuple(view[1:]) == tuple(other[1:]):
+            ctx.claim(node, "view")
 
 
 def _normalize_decomposed(ctx, node, names, shape, axes):

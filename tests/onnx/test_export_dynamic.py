@@ -78,6 +78,22 @@ DYNAMIC_ZOO = {
     "yolov5n": (lambda: M.get_model("yolov5n", num_classes=3), lambda: [_f(1, 3, 64, 64)], B),
     "simclr": (lambda: M.get_model("simclr", in_channels=1, width=8, proj_dim=8),
                lambda: [_f(2, 1, 28, 28)], B),
+    "ddpm_unet": (lambda: M.get_model("ddpm_unet", in_channels=1, base_channels=8,
+                                      channel_mult=(1, 2)),
+                  lambda: [_f(2, 1, 16, 16), np.array([3, 517])],    # t: the embedding
+                  {"input_0": {0: "batch"}, "input_1": {0: "batch"}}),
+    "gru_seq2seq": (lambda: M.get_model("gru_seq2seq", src_vocab=12, tgt_vocab=12,
+                                        embed_dim=4, hidden_size=8, attn_dim=8),
+                    lambda: [np.array([[5, 7, 9, 0, 0], [3, 4, 2, 8, 1]]),   # padded
+                             np.array([[1, 2, 3], [1, 4, 5]])],
+                    {"input_0": {0: "batch", 1: "sequence"}, "input_1": {0: "batch"}}),
+    "seq2seq_transformer": (lambda: M.Seq2SeqTransformer(11, 13, d_model=16, nhead=2,
+                                                         num_encoder_layers=1,
+                                                         num_decoder_layers=1,
+                                                         dim_feedforward=32),
+                            lambda: [_ids(11, 2, 5), _ids(13, 2, 4, seed=1)],
+                            {"input_0": {0: "batch", 1: "source"},     # positions, causal
+                             "input_1": {0: "batch", 1: "target"}}),   # mask follow T
     "dqn": (lambda: M.get_model("dqn", obs_dim=4, n_actions=2, hidden=8), lambda: [_f(2, 4)], B),
     "a2c": (lambda: M.get_model("a2c", obs_dim=4, n_actions=2, hidden=8), lambda: [_f(2, 4)], B),
 }
@@ -212,19 +228,24 @@ def test_gpt2_exports_with_dynamic_sequence_positions(tmp_path):
     assert report.cases[1][0] == (3, 7) and "Range" in report.ops
 
 
-def test_gpt2_with_a_padding_mask_keeps_it_as_an_input(tmp_path):
-    """Causal and padding masks together (their minimum): a dynamic batch, and a padded
-    mask fed to the file gives LeZero's logits; the causal part is a constant of the
-    traced length, so a dynamic sequence is refused naming the node."""
-    model, (ids,) = build("gpt2")
-    ones = np.ones_like(ids)
-    path = str(tmp_path / "g.onnx")
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_causal_lm_with_a_padding_mask_follows_batch_and_sequence(tmp_path, name):
+    """Causal and padding masks together (their minimum), both computed from the mask
+    input by LeZero operators: exported with a dynamic batch and sequence, a left-padded
+    mask of another length fed to the file gives LeZero's logits, and the mask acts."""
+    model, (ids,) = build(name)
+    path = str(tmp_path / f"{name}.onnx")
     names = ["input_ids", "attention_mask"]
-    lonnx.export(model, (ids, ones), path, input_names=names,
-                 dynamic_axes={n: {0: "batch"} for n in names})
-    padded = np.array([[0, 0, 1, 1, 1], [1] * 5, [0, 1, 1, 1, 1]], np.int64)  # left-padded
-    got, ref = run_both(path, model, [_ids(99, 3, 5, seed=4), padded], names)
+    report = lonnx.export(model, (ids, np.ones_like(ids)), path, input_names=names,
+                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    assert "Trilu" in report.ops
+    padded = np.array([[0, 0, 0, 1, 1, 1, 1], [1] * 7, [0, 1, 1, 1, 1, 1, 1]], np.int64)
+    ids3 = _ids(99, 3, 7, seed=4)
+    got, ref = run_both(path, model, [ids3, padded], names)
     assert_close(got, ref)
-    with pytest.raises(ExportError, match=r"\(Extremum\): input 1 depend on the size"):
-        lonnx.export(model, (ids, ones), path, input_names=names,
-                     dynamic_axes={n: {0: "batch", 1: "sequence"} for n in names})
+    _, unmasked = run_both(path, model, [ids3, np.ones_like(padded)], names)
+    assert np.max(np.abs(unmasked[0][0, 3:] - ref[0][0, 3:])) > 1e-3   # padding acts
+    with lz.no_grad():
+        causal = leaf_arrays(model(ids3[:, :4], padded[:, :4]))[0]
+    real = padded[:, :4] == 1          # padded queries see no key: uniform over all
+    np.testing.assert_allclose(got[0][:, :4][real], causal[real], rtol=1e-4, atol=1e-4)

@@ -40,11 +40,12 @@ def test_bad_names_and_dynamic_axes(tmp_path):
 
 
 def test_a_size_dependent_constant_refuses_a_dynamic_sequence_axis(tmp_path):
-    model, xs = build("seq2seq_transformer")      # positions: a slice of a table, length T
+    def table_slice(x):                  # a positional table sliced to length T in Python
+        return x + np.arange(x.shape[1], dtype=np.float32)
     with pytest.raises(ExportError, match=r"node \d+ \(Add\): input 1 depend on the size"):
-        lonnx.export(model, tuple(xs), str(tmp_path / "s2s.onnx"),
-                     dynamic_axes={"input_0": {0: "batch", 1: "sequence"},
-                                   "input_1": {0: "batch"}})
+        lonnx.export(table_slice, np.ones((2, 5), np.float32), str(tmp_path / "t.onnx"),
+                     dynamic_axes={"input_0": {1: "sequence"}})
+    model, xs = build("seq2seq_transformer")
     with pytest.raises(ExportError, match=r"fails on inputs longer .*\(3, 5\), \(2, 4\)"):
         lonnx.export(model, tuple(xs), str(tmp_path / "s2s.onnx"),
                      dynamic_axes={"input_0": [0]})      # the batches no longer agree
@@ -85,3 +86,15 @@ def test_check_names_known_runtimes(tmp_path):
     report = lonnx.export(F.relu, X, str(tmp_path / "r.onnx"))
     assert set(report.runtime_diff) == {"onnxruntime"}
     assert "max |onnxruntime - LeZero|" in str(report)
+
+
+def test_a_variable_made_from_an_input_during_the_call_is_refused(tmp_path):
+    """lz.Variable(mask.data != 0) inside the call would be written as a weight: the file
+    would answer with the example's mask for every mask."""
+    import lezero as lz
+
+    def masked_sum(x, m):
+        return F.sum(x * lz.Variable((m.data != 0).astype(np.float32)))
+    x, m = np.ones((2, 3), np.float32), np.array([[1, 0, 1], [1, 1, 0]], np.int64)
+    with pytest.raises(ExportError, match=r"the Variable %\w+ \(made during the call"):
+        lonnx.export(masked_sum, (x, m), str(tmp_path / "m.onnx"))

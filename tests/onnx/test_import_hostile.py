@@ -185,13 +185,13 @@ def _field(number, payload):
 def test_deeply_nested_subgraphs_are_a_clear_error(tmp_path):
     leaf = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "b", [_vi("x")], [_vi("y")])
     body = leaf
-    for k in range(20):                  # If inside If: an operator LeZero does not import
+    for k in range(20):                  # If inside If, deeper than import_checks allows
         node = h.make_node("If", ["c"], ["y"], then_branch=body, else_branch=leaf)
         body = h.make_graph([node], f"g{k}", [_vi("c", TP.BOOL, ())], [_vi("y")])
     path = str(tmp_path / "if.onnx")
     with open(path, "wb") as f:
         f.write(h.make_model(body).SerializeToString())
-    _refused(path, "uses operator 'If'")
+    _refused(path, "subgraphs nested 17 deep (at most 16)")
     graph = b""                          # graph > node > attribute > graph ... 5000 deep
     for _ in range(5000):
         graph = _field(1, _field(5, _field(6, graph)))

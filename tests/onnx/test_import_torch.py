@@ -171,13 +171,20 @@ def _vision():
         "swin": lambda: tv.SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
                                            num_heads=[2, 4], window_size=[4, 4],
                                            stochastic_depth_prob=0.0, num_classes=5),
+        # the classifiers are fixed by torchvision (25088 -> 4096 for VGG, 9216 -> 4096
+        # for AlexNet): 100M and 58M parameters, a 0.4 GB and 0.2 GB file
+        "vgg": lambda: tv.VGG(tv.vgg.make_layers([16, "M", 512, "M"], batch_norm=True),
+                              num_classes=5),
+        "alexnet": lambda: tv.AlexNet(num_classes=5),
     }
 
 
 VISION = ["resnet18", "resnext", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0",
-          "convnext", "densenet", "squeezenet1_1", "shufflenet_v2_x0_5", "vit", "swin"]
-# vgg and alexnet: the same layers as these, with 100M+ parameters in their classifiers
-# at any image size (too slow for a unit test); tests/nn/models checks their layouts.
+          "convnext", "densenet", "squeezenet1_1", "shufflenet_v2_x0_5", "vit", "swin",
+          "vgg", "alexnet"]
+# Image sizes torch.onnx can export: its adaptive average pool needs the feature map to
+# be a multiple of the pool's output (7x7 for VGG, 6x6 for AlexNet).
+SIZE = {"vgg": 56, "alexnet": 224}
 
 
 def _torch_export(model, xs, path, names):
@@ -225,7 +232,8 @@ def test_torchvision_classifier_imports_with_a_dynamic_batch(tmp_path, name):
             if not p.any():
                 p.normal_(0, 0.1)
     g = torch.Generator().manual_seed(1)
-    images = lambda b: [torch.randn(b, 3, 32, 32, generator=g)]     # noqa: E731
+    size = SIZE.get(name, 32)
+    images = lambda b: [torch.randn(b, 3, size, size, generator=g)]     # noqa: E731
     net = _torch_export(model, images(2), str(tmp_path / f"{name}.onnx"), ["images"])
     _matches_at_two_batches(model, net, images)
     x = images(2)[0].numpy()

@@ -159,12 +159,24 @@ def attention_bias(model, attention_mask, batch, q_len, kv_len, dtype, xp, causa
     bias = None
     if attention_mask is not None:
         bias = _padding_bias(model, attention_mask, batch, kv_len, dtype, xp)
-    if causal:
+    if not causal:
+        return bias
+    if bias is None:
         rows = xp.arange(q_len)[:, None] + (kv_len - q_len)
         tri = (xp.arange(kv_len)[None, :] <= rows)[None, None]
-        causal_bias = xp.where(tri, 0.0, min_value(dtype)).astype(dtype)
-        return causal_bias if bias is None else F.minimum(bias, causal_bias)
-    return bias
+        return xp.where(tri, 0.0, min_value(dtype)).astype(dtype)
+    return F.minimum(bias, _causal_bias_like(bias, q_len, kv_len))
+
+
+def _causal_bias_like(bias, q_len, kv_len):
+    """The causal part (1, 1, q_len, kv_len) as ``(1 - tril(ones)) * min``, the ones made
+    from the padding bias (B, 1, 1, kv_len) by LeZero operators: a traced or exported
+    model then follows the run-time length instead of holding this call's triangle."""
+    ones = bias[:1, 0, 0] * 0.0 + 1.0                           # (1, kv_len)
+    tri = F.tril(ones.reshape(-1, 1) * ones, k=kv_len - q_len)  # (kv_len, kv_len)
+    if q_len != kv_len:
+        tri = tri[kv_len - q_len:]                              # the last q_len queries
+    return ((1.0 - tri) * min_value(bias.dtype))[None, None]
 
 
 def _padding_bias(model, attention_mask, batch, kv_len, dtype, xp):

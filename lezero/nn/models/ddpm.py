@@ -34,15 +34,20 @@ __all__ = ["timestep_embedding", "ResBlock", "DDPMUNet", "GaussianDiffusion"]
 
 def timestep_embedding(t, dim, max_period=10000):
     """Sinusoidal embeddings (len(t), dim) of integer steps: ``[cos(t w_i), sin(t w_i)]``
-    with ``w_i = max_period^(-i / (dim / 2))`` (the Transformer's positions)."""
-    t = np.asarray(cuda.as_numpy(t), dtype=np.float64).reshape(-1)
+    with ``w_i = max_period^(-i / (dim / 2))`` (the Transformer's positions), a float32
+    Variable.  Computed in float64 with LeZero operators, so that a traced or exported
+    model keeps ``t`` as an input instead of this call's values."""
+    if not isinstance(t, lz.Variable):
+        t = lz.Variable(t if isinstance(t, cuda.array_types()) else np.asarray(t),
+                        requires_grad=False)
+    xp = cuda.get_array_module(t.data)
     half = dim // 2
     freqs = np.exp(-math.log(max_period) * np.arange(half) / half)
-    args = t[:, None] * freqs[None]
-    emb = np.concatenate([np.cos(args), np.sin(args)], axis=1)
+    args = t.reshape(-1, 1).to(dtype=np.float64) * xp.asarray(freqs[None])
+    emb = F.concatenate([F.cos(args), F.sin(args)], axis=1)
     if dim % 2:
-        emb = np.concatenate([emb, np.zeros((len(t), 1))], axis=1)
-    return emb.astype(np.float32)
+        emb = F.pad(emb, ((0, 0), (0, 1)))
+    return emb.to(dtype=np.float32)
 
 
 class ResBlock(nn.Module):
@@ -115,8 +120,8 @@ class DDPMUNet(nn.Module):
     def forward(self, x, t):
         """``x`` (N, C, H, W) noisy images (H, W divisible by 2^(levels-1)), ``t`` (N,)
         integer steps -> predicted noise, shaped like ``x``."""
-        xp = cuda.get_array_module(check_array("DDPMUNet", "x", x))
-        emb = self.time_mlp(xp.asarray(timestep_embedding(t, self.base_channels)))
+        check_array("DDPMUNet", "x", x)
+        emb = self.time_mlp(timestep_embedding(t, self.base_channels))
         h = self.inc(x)
         hs, down = [h], iter(self.down)
         for level in range(self.levels):

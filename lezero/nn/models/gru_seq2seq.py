@@ -77,19 +77,27 @@ class GRUSeq2Seq(nn.Module):
 
     def encode(self, src):
         """Encoder outputs (B, S, 2H), their attention projections, the score bias
-        (B, S) (``min_value`` at padding) and the decoder's first state (B, H)."""
-        src = src.data if isinstance(src, lz.Variable) else src
-        if getattr(src, "ndim", None) != 2 or src.dtype.kind not in "iu":
+        (B, S) (``min_value`` at padding) and the decoder's first state (B, H).  The
+        padding mask is computed from ``src`` with LeZero operators, so a traced or
+        exported model keeps it following the input."""
+        ids = src.data if isinstance(src, lz.Variable) else src
+        if getattr(ids, "ndim", None) != 2 or ids.dtype.kind not in "iu":
             raise TypeError(f"GRUSeq2Seq: src must be an int array (batch, seq), got "
                             f"{type(src).__name__} {getattr(src, 'shape', '')}")
-        xp = cuda.get_array_module(src)
-        keys, _ = self.encoder(self.dropout(self.src_embed(src)))
-        real = (src != self.pad_idx).astype(keys.dtype)               # (B, S)
-        mean = F.sum(keys * xp.expand_dims(real, -1), axis=1) / \
-            xp.maximum(real.sum(axis=1, keepdims=True), 1.0)
+        keys, _ = self.encoder(self.dropout(self.src_embed(ids)))
+        real = self._real_tokens(src, keys.dtype)                         # (B, S)
+        mean = F.sum(keys * F.expand_dims(real, -1), axis=1) / \
+            F.maximum(F.sum(real, axis=1, keepdims=True), 1.0)
         state = F.tanh(self.bridge(mean))
-        bias = xp.where(real > 0, 0.0, min_value(keys.dtype)).astype(keys.dtype)
+        bias = (1.0 - real) * min_value(keys.dtype)
         return keys, self.attention.key(keys), bias, state
+
+    def _real_tokens(self, src, dtype):
+        """1 where ``src`` is not ``pad_idx``, 0 where it is: ``min(|src - pad|, 1)``
+        (exact for integer ids), as a (B, S) Variable of ``dtype``."""
+        if not isinstance(src, lz.Variable):
+            src = lz.Variable(src, requires_grad=False)
+        return F.clip(F.abs((src - self.pad_idx).to(dtype=dtype)), 0.0, 1.0)
 
     def step(self, token, state, keys, projected, bias):
         """One decoder step from the previous token ids (B,): (logits (B, V), new state,
@@ -103,7 +111,8 @@ class GRUSeq2Seq(nn.Module):
     def forward(self, src, tgt_in):
         """Teacher forcing: ``tgt_in`` (B, T) starts with the start token; returns the
         logits (B, T, tgt_vocab) of the tokens that follow."""
-        tgt_in = tgt_in.data if isinstance(tgt_in, lz.Variable) else tgt_in
+        if not isinstance(tgt_in, lz.Variable):          # sliced by LeZero operators,
+            tgt_in = lz.Variable(tgt_in, requires_grad=False)     # so a trace follows it
         keys, projected, bias, state = self.encode(src)
         outputs = []
         for t in range(tgt_in.shape[1]):

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 import lezero as lz
+import lezero.functions as F
 from lezero import cuda, nn
 
 
@@ -19,6 +20,16 @@ def sinusoidal_positions(max_len, d_model):
     return table.astype(np.float32)
 
 
+def sinusoids(positions, d_model):
+    """The rows of ``sinusoidal_positions`` at ``positions`` (a (1, T) float64 Variable),
+    (1, T, d_model) float32, computed with LeZero operators (sin and cos interleaved; an
+    odd ``d_model`` drops the last cosine) so that a traced or exported model follows T."""
+    freq = np.exp(-math.log(10000.0) * np.arange(0, d_model, 2) / d_model)
+    args = F.expand_dims(positions, -1) * cuda.get_array_module(positions.data).asarray(freq)
+    table = F.stack([F.sin(args), F.cos(args)], axis=-1).reshape(1, -1, 2 * len(freq))
+    return (table[..., :d_model] if d_model % 2 else table).to(dtype=np.float32)
+
+
 class PositionalEncoding(nn.Module):
     """Add the fixed sinusoidal table to (B, T, d_model) embeddings, then dropout.  The
     table is a non-persistent buffer: recomputed, never saved."""
@@ -29,12 +40,17 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pos_embedding", sinusoidal_positions(max_len, d_model),
                              persistent=False)
 
-    def forward(self, x):
+    def forward(self, x, positions=None):
+        """``x`` plus the table's rows 0..T-1; ``positions`` (1, T) float64 Variable
+        holding 0..T-1 computes them with LeZero operators instead (for a trace)."""
         T = x.shape[1]
         if T > self.pos_embedding.shape[0]:
             raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len "
                              f"{self.pos_embedding.shape[0]}")
-        return self.dropout(x + self.pos_embedding[:T].astype(x.dtype))
+        if positions is None:
+            return self.dropout(x + self.pos_embedding[:T].astype(x.dtype))
+        table = sinusoids(positions, self.pos_embedding.shape[1])
+        return self.dropout(x + table.to(dtype=x.dtype))
 
 
 class Seq2SeqTransformer(nn.Module):
@@ -60,11 +76,22 @@ class Seq2SeqTransformer(nn.Module):
         self.generator = nn.Linear(d_model, tgt_vocab)
 
     def _embed(self, emb, ids):
-        return self.positional_encoding(emb(ids) * math.sqrt(self.d_model))
+        """Scaled token embeddings plus positions 0..T-1, the positions counted from the
+        ids by LeZero operators (a cumulative sum of ones) so that a trace follows T."""
+        if not isinstance(ids, lz.Variable):
+            ids = lz.Variable(ids, requires_grad=False)
+        positions = F.cumsum(ids[:1].to(dtype=np.float64) * 0.0 + 1.0, axis=1) - 1.0
+        return self.positional_encoding(emb(ids) * math.sqrt(self.d_model), positions)
 
-    def _causal_mask(self, T, like):
-        xp = cuda.get_array_module(like)
-        return xp.triu(xp.full((T, T), -np.inf, dtype=np.float32), k=1)
+    @staticmethod
+    def _causal_mask(tgt):
+        """(T, T): 0 on and below the diagonal, -inf above, made from the target ids by
+        LeZero operators (no gradient flows: the ids are integers), so that a traced or
+        exported model follows the target's length."""
+        if not isinstance(tgt, lz.Variable):
+            tgt = lz.Variable(tgt, requires_grad=False)
+        ones = tgt[:1].to(dtype=np.float32) * 0.0 + 1.0                  # (1, T)
+        return F.triu(ones.reshape(-1, 1) * ones * -np.inf, k=1)
 
     def encode(self, src, src_key_padding_mask=None):
         """The encoder's memory (B, S, d_model)."""
@@ -73,7 +100,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def decode(self, tgt, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
         """Decoder states (B, T, d_model) for target prefix ``tgt`` given ``memory``."""
-        mask = self._causal_mask(tgt.shape[1], self.generator.weight.data)
+        mask = self._causal_mask(tgt)
         return self.transformer.decoder(self._embed(self.tgt_tok_emb, tgt), memory,
                                         tgt_mask=mask,
                                         tgt_key_padding_mask=tgt_key_padding_mask,
