@@ -159,7 +159,9 @@ def _device_backend(x):
     if found is _MISSING:
         found = _by_type[t] = _classify(x)
     if found is _LOOK_INSIDE:
-        return _device_backend(getattr(x, "data", None))
+        inner = getattr(x, "data", None)
+        # a torch tensor's .data is a tensor again: not a Variable, no backend of ours
+        return None if type(inner) is t else _device_backend(inner)
     return found
 
 

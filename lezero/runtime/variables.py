@@ -34,6 +34,9 @@ VARIABLES = (
      "lezero.jit.passes.codegen"),
     ("LEZERO_CONV_CACHE", "the convolution autotuner's file",
      "lezero.functions.conv.autotune"),
+    ("LEZERO_BACKEND", "the device of to_gpu()/to_device() in tests and examples: a "
+     "registered backend's name (cupy by default; 'strict' for the device stand-in)",
+     "lezero.backends.registry"),
     ("LEZERO_CACHE_DIR", "LeZero's cache folder (~/.cache/lezero)",
      "lezero.functions.conv.autotune, lezero.utils.cpp_extension"),
     ("LEZERO_EXTENSIONS_DIR", "where C++ extensions are built", "lezero.utils.cpp_extension"),

@@ -124,3 +124,14 @@ def test_cupy_backend_without_cupy(monkeypatch):
     with pytest.raises(ImportError, match=r"pip install -e .\.\[gpu\]."):
         b.xp
     assert b.rng_methods >= {"random", "integers", "standard_normal"}
+
+
+def test_an_object_whose_data_is_its_own_kind_is_host_data():
+    """A torch tensor's ``.data`` is a tensor again: looking inside must stop there."""
+    import lezero.backends as B
+
+    class Tensorish:
+        @property
+        def data(self):
+            return Tensorish()
+    assert B.get_backend(Tensorish()).name == "numpy"
