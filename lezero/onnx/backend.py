@@ -19,7 +19,7 @@ from lezero import cuda
 from lezero.core import Variable, no_grad
 from lezero.onnx._deps import onnx as _onnx_package
 from lezero.onnx.import_checks import TENSOR_TYPES
-from lezero.onnx.importer import OnnxImportError, OnnxModule
+from lezero.onnx.importer import OnnxImportError, build
 
 _onnx = _onnx_package()
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType  # noqa: E402
@@ -143,15 +143,7 @@ class LeZeroBackend(Backend):
             raise ValueError(f"lezero.onnx.backend.prepare: device {device!r} is not "
                              "available (CPU, or CUDA where CuPy sees a GPU)")
         proto, source = _model_proto(model)
-        try:
-            module = OnnxModule(proto, source=source)
-        except OnnxImportError:
-            raise
-        except (TypeError, ValueError, IndexError, KeyError, AttributeError,
-                OverflowError, RecursionError, UnicodeError) as e:
-            raise OnnxImportError(f"lezero.onnx.backend.prepare: {source!r} is malformed "
-                                  f"({type(e).__name__}: {str(e)[:300]})") from None
-        module.eval()
+        module = build(proto, source, "lezero.onnx.backend.prepare")
         if device.startswith("CUDA"):
             module.to_gpu(Device(device).device_id)
         return LeZeroRep(proto, module, device, check=kwargs.get("check", True))

@@ -245,14 +245,19 @@ def load(path):
     """Read the ONNX file ``path``; returns an ``OnnxModule`` (in eval mode).  A file
     that is not a valid, supported ONNX model is an ``OnnxImportError`` naming it."""
     path = os.fspath(path)
-    proto = _read(path)
+    return build(_read(path), path, "onnx.load")
+
+
+def build(proto, source, caller):
+    """An ``OnnxModule`` of the checked ``proto`` in eval mode; whatever else a malformed
+    model raises while it is built becomes an ``OnnxImportError`` naming ``source``."""
     try:
-        module = OnnxModule(proto, source=path)
+        module = OnnxModule(proto, source=source)
     except OnnxImportError:
         raise
     except (TypeError, ValueError, IndexError, KeyError, AttributeError, OverflowError,
             RecursionError, UnicodeError) as e:
-        raise OnnxImportError(f"onnx.load: {path!r} is malformed ({type(e).__name__}: "
+        raise OnnxImportError(f"{caller}: {source!r} is malformed ({type(e).__name__}: "
                               f"{str(e)[:300]})") from None
     return module.eval()
 
