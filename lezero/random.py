@@ -1,11 +1,12 @@
 """One seedable random generator per process (``lz.manual_seed``).
 
 Dropout, initialisers and DataLoader shuffling draw from here, so a single seed
-reproduces a run.  CuPy gets its own generator, seeded together with NumPy's.
+reproduces a run.  Each device backend (CuPy, strict, a plugin) gets its own generator
+(``Backend.rng``), seeded with the same seed.
 """
-import sys
-
 import numpy as np
+
+from lezero.backends import devices_in_use, of_namespace
 
 _rng = np.random.default_rng()
 _device_rngs = {}       # device backend name -> its generator
@@ -13,16 +14,16 @@ _seed = None
 
 
 def manual_seed(seed):
-    """Seed LeZero's generators (NumPy, and CuPy when it is in use)."""
+    """Seed LeZero's generators: NumPy's, and every device's (those in use now, and any
+    other the first time it asks)."""
     global _rng, _seed
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"manual_seed: seed must be a non-negative int, got {seed!r}")
     _seed = int(seed)
     _rng = np.random.default_rng(_seed)
     _device_rngs.clear()
-    if "cupy" in sys.modules:
-        from lezero.backends import get
-        _device_rngs["cupy"] = get("cupy").rng(_seed)
+    for backend in devices_in_use():
+        _device_rngs[backend.name] = backend.rng(_seed)
     return _rng
 
 
@@ -33,14 +34,15 @@ def initial_seed():
 
 def get_rng(xp=np):
     """The process generator for the array module ``xp`` (NumPy's, or a device's: each
-    device backend has its own, made by ``Backend.rng`` from NumPy's on first use)."""
-    if xp is np:
-        return _rng
-    from lezero.backends import of_namespace
+    device backend has its own, made by ``Backend.rng`` on first use from the seed of
+    ``manual_seed``, or from NumPy's generator when never seeded)."""
     backend = of_namespace(xp)
+    if backend.is_host:
+        return _rng
     generator = _device_rngs.get(backend.name)
     if generator is None:
-        generator = _device_rngs[backend.name] = backend.rng(int(_rng.integers(2**63)))
+        seed = _seed if _seed is not None else int(_rng.integers(2**63))
+        generator = _device_rngs[backend.name] = backend.rng(seed)
     return generator
 
 

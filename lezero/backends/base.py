@@ -55,6 +55,10 @@ class Backend:
 
     #: the generator methods ``rng(seed)`` promises (the conformance suite checks them)
     rng_methods = frozenset({"random", "integers", "standard_normal"})
+    #: True when arrays are NumPy arrays in host memory: reading a value costs no
+    #: synchronization, Numba kernels and pooled host buffers apply, LAPACK raises on
+    #: failure.  Operators ask this instead of comparing ``xp`` with ``numpy``.
+    is_host = False
 
     def __init__(self, name, xp=None, array_types=(), capabilities=None, kernels=None):
         self.name = name
@@ -97,6 +101,20 @@ class Backend:
     def to_host(self, array):
         """A NumPy array holding a device array's values."""
         return np.asarray(array)
+
+    def asarray(self, value, dtype=None, copy=False):
+        """``value`` (host data, this device's array or another device's) as an array of
+        this backend, of ``dtype`` when given; a new array when ``copy``."""
+        if not isinstance(value, self.array_types):
+            from lezero.backends.registry import get_backend
+            source = get_backend(value)
+            value = np.asarray(value if source.is_host else source.to_host(value))
+            if dtype is not None and value.dtype != dtype:
+                value = value.astype(dtype)
+            return self.from_host(value)
+        if copy:
+            return self.xp.array(value, dtype=dtype)
+        return value if dtype is None else value.astype(dtype, copy=False)
 
     def device_of(self, array):
         """``'<name>:<id>'`` for a device array."""

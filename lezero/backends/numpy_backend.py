@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from lezero.backends.base import Backend, Capabilities
+from lezero.backends.registry import get_backend
 
 __all__ = ["NumpyBackend", "KERNELS", "LazyKernels"]
 
@@ -36,6 +37,9 @@ KERNELS = {
     "add_bias": "lezero.kernels.bias:add_bias_",
     "bias_grad": "lezero.kernels.bias:bias_grad",
     "adjacent_join": "lezero.kernels.join:adjacent_join",
+    "segment_max_rows": "lezero.kernels.host:segment_max_rows",
+    "stable_argsort": "lezero.kernels.host:stable_argsort",
+    "scratch": "lezero.kernels.host:pooled_scratch",
 }
 
 
@@ -64,6 +68,7 @@ class NumpyBackend(Backend):
 
     rng_methods = frozenset(name for name in dir(np.random.Generator)
                             if not name.startswith("_"))
+    is_host = True
 
     def __init__(self):
         super().__init__("numpy", np, (np.ndarray,),
@@ -75,6 +80,12 @@ class NumpyBackend(Backend):
 
     def to_host(self, array):
         return np.asarray(array)
+
+    def asarray(self, value, dtype=None, copy=False):
+        source = type(value) is not np.ndarray and get_backend(value)
+        if source and not source.is_host:
+            value = source.to_host(value)
+        return np.array(value, dtype=dtype, copy=True) if copy else np.asarray(value, dtype)
 
     def device_of(self, array):
         return "cpu"

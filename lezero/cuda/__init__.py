@@ -35,7 +35,7 @@ def get_array_module(*args):
     """The array namespace of the first device array (or Variable) among ``args``, else
     ``numpy``."""
     backend = _registry.get_backend(*args)
-    return backend.xp if backend.name != "numpy" else np
+    return np if backend.is_host else backend.xp
 
 
 _CONSTANTS = {}         # (backend, device, dtype, value) -> a device 0-d array
@@ -48,7 +48,7 @@ def _device_scalar(x, like):
     is shared, so operators must never write into a constant's data."""
     backend = _registry.get_backend(like)
     dtype = np.result_type(like.dtype, x)
-    if backend.name == "numpy":
+    if backend.is_host:
         return np.asarray(x, dtype=dtype)
     key = (backend.name, backend.device_of(like), dtype.str, type(x), x)
     value = _CONSTANTS.get(key)
@@ -101,7 +101,7 @@ def as_numpy(x):
     if isinstance(x, np.ndarray):
         return x
     backend = _registry.get_backend(x)
-    if backend.name == "numpy":
+    if backend.is_host:
         return np.asarray(x)
     return backend.to_host(x)
 
@@ -114,7 +114,7 @@ def to_device(x, name=None, device=None):
     source = _registry.get_backend(x)
     if source is target and device is None:
         return x
-    if source.name != "numpy":
+    if not source.is_host:
         x = source.to_host(x)
     return target.from_host(x, device) if device is not None else target.from_host(x)
 
@@ -129,4 +129,4 @@ def device_of(x):
     """``'cpu'``, ``'cuda:N'`` or ``'<backend>:N'`` for an array or a Variable."""
     x = _data(x)
     backend = _registry.get_backend(x)
-    return "cpu" if backend.name == "numpy" else backend.device_of(x)
+    return "cpu" if backend.is_host else backend.device_of(x)

@@ -225,7 +225,8 @@ def scatter_add_rows(g, idx, row_size):
                                               g[lo:hi]),
                    R, out.size, policy.pool_min_part_items)
         return out
-    if idx.size and xp is not np:   # no int() on a device: a sync per call; negatives wrap
+    from lezero.backends import get_backend
+    if idx.size and not get_backend(g).is_host:  # no int() on a device: a sync per call
         idx = xp.where(idx < 0, idx + row_size, idx)
     elif idx.size:              # the kernel's rule: [-row_size, row_size), negatives wrap
         lo, hi = int(idx.min()), int(idx.max())

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Parameter, Variable
 from lezero.nn import module_manners
 
@@ -395,8 +396,7 @@ def _converted(key, value, target):
     from lezero.utils.safetensors import numeric_dtype
     value = value.data if isinstance(value, Variable) else value
     current = target.data if isinstance(target, Variable) else target
-    xp = cuda.get_array_module(current)
-    value = xp.asarray(cuda.as_numpy(value) if xp is np else value)
+    value = get_backend(current).asarray(value)
     if not numeric_dtype(value.dtype) or (value.dtype.kind == "c" and current.dtype.kind != "c"):
         raise TypeError(f"load_state_dict: cannot copy {value.dtype} values into {key!r} "
                         f"({current.dtype}): only numeric arrays load (complex only into "

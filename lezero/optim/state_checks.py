@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 from lezero.utils.checks import describe, is_int
 
@@ -213,10 +214,7 @@ def _array(where, key, value, shape, what):
 
 
 def _copy_to(value, like, dtype):
-    xp = cuda.get_array_module(like)
-    if xp is np:
-        return np.array(cuda.as_numpy(value), dtype=dtype, copy=True)
-    return xp.array(value, dtype=dtype)
+    return get_backend(like).asarray(value, dtype=dtype, copy=True)
 
 
 def _other(value, like):

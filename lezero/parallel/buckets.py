@@ -7,9 +7,9 @@ Reducer rebuilds them in the order the gradients actually arrived (as PyTorch DD
 buffer; a gradient is copied into its slot the moment it is complete, and the bucket's
 all-reduce runs in place on the buffer.
 """
-import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 
 
@@ -71,7 +71,7 @@ def build_buckets(named_params, bucket_bytes, reverse=True):
     buckets, current, names, size, key = [], [], [], 0, None
     ordered = list(named_params)
     for name, p in (reversed(ordered) if reverse else ordered):
-        this_key = (p.data.dtype, cuda.get_array_module(p.data) is np)
+        this_key = (p.data.dtype, get_backend(p.data).name)
         nbytes = p.data.size * p.data.dtype.itemsize
         if current and (this_key != key or size + nbytes > bucket_bytes):
             buckets.append(Bucket(len(buckets), current, names))

@@ -14,6 +14,7 @@ reductions and come back as numbers.  Arrays never go through pickle; only the
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 from lezero.parallel import agree, stall, wire
 from lezero.parallel.p2p import PointToPoint
@@ -114,9 +115,8 @@ class Communicator(PointToPoint):
 
     def _direct(self, arr, wire_dtype):
         """True when MPI may use ``arr``'s own memory (no conversion, no staging)."""
-        xp = cuda.get_array_module(arr)
         return (arr.dtype == wire_dtype and arr.flags.c_contiguous
-                and (xp is np or self.cuda_aware))
+                and (get_backend(arr).is_host or self.cuda_aware))
 
     def _reduced(self, recv, op, dtype, bits, xp, out=None):
         """A reduction's received buffer as the result: divided for "mean", converted

@@ -34,11 +34,11 @@ def plan(dtype, reducing):
 def to_wire(arr, wire_dtype, bits, cuda_aware):
     """A contiguous buffer MPI can read, holding ``arr``'s values as ``wire_dtype``."""
     backend = get_backend(arr)
-    xp = np if backend.name == "numpy" else backend.xp
+    xp = np if backend.is_host else backend.xp
     if wire_dtype != arr.dtype:
         arr = xp.ascontiguousarray(arr).view(wire_dtype) if bits else arr.astype(wire_dtype)
     arr = xp.ascontiguousarray(arr)
-    if backend.name == "numpy":
+    if backend.is_host:
         return arr
     if cuda_aware:
         backend.synchronize()       # MPI reads the memory behind the device queue's back
@@ -48,15 +48,14 @@ def to_wire(arr, wire_dtype, bits, cuda_aware):
 
 def empty_wire(shape, wire_dtype, xp, cuda_aware):
     """An uninitialised receive buffer: on the device for CUDA-aware MPI, else on the host."""
-    if cuda_aware and of_namespace(xp).name != "numpy":
+    if cuda_aware and not of_namespace(xp).is_host:
         return xp.empty(shape, wire_dtype)
     return np.empty(shape, wire_dtype)
 
 
 def from_wire(buf, dtype, bits, xp, out=None):
     """The received ``buf`` as an array of ``dtype`` on ``xp``'s device (into ``out``)."""
-    if xp is not np and isinstance(buf, np.ndarray):
-        buf = of_namespace(xp).from_host(buf)
+    buf = of_namespace(xp).asarray(buf)
     if buf.dtype != dtype:
         buf = buf.view(dtype) if bits else buf.astype(dtype)
     if out is None:

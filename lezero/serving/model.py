@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import no_grad, test_mode
 from lezero.serving.batcher import DynamicBatcher
 from lezero.serving.worker import split_outputs
@@ -87,11 +88,12 @@ def _on_device(module):
     """The module, or for one whose parameters live on the GPU a function that moves
     each (NumPy) input batch there first; answers come back through ``join``."""
     first = next(iter(module.parameters()), None)
-    if first is None or cuda.get_array_module(first.data) is np:
+    backend = get_backend(first.data) if first is not None else None
+    if backend is None or backend.is_host:
         return module
 
     def on_gpu(*batches):
-        return module(*(cuda.as_cupy(b) for b in batches))
+        return module(*(backend.asarray(b) for b in batches))
     return on_gpu
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 import lezero as lz
 from lezero import cuda
+from lezero.backends import of_namespace
 from lezero.testing import recording
 
 __all__ = ["rand", "check_gradient", "check_double_backward", "check_torch", "check_all"]
@@ -31,8 +32,12 @@ def _torch():
 def rand(*shape, dtype=np.float64, low=-1.0, high=1.0, seed=None, xp=np):
     """Uniform random test data (NumPy or CuPy)."""
     rng = np.random.default_rng(seed)
-    a = rng.uniform(low, high, size=shape).astype(dtype)
-    return a if xp is np else xp.asarray(a)
+    return _on(xp, rng.uniform(low, high, size=shape).astype(dtype))
+
+
+def _on(xp, a):
+    """Host array ``a`` on the backend whose namespace is ``xp``."""
+    return of_namespace(xp).asarray(a)
 
 
 def _as_list(ys):
@@ -61,7 +66,7 @@ def check_torch(fn, torch_fn, *arrays, rtol=1e-4, atol=1e-5, grad=True, seed=0, 
     """
     torch = _torch()
     arrays = [np.asarray(cuda.as_numpy(a)) for a in arrays]
-    lz_in = [lz.Variable(a if xp is np else xp.asarray(a)) for a in arrays]
+    lz_in = [lz.Variable(_on(xp, a)) for a in arrays]
     t_in = [torch.tensor(a, requires_grad=grad and a.dtype.kind == "f") for a in arrays]
     lz_out = _as_list(fn(*lz_in))
     t_out = _as_list(torch_fn(*t_in))
@@ -90,7 +95,7 @@ def _compare_torch_grads(lz_out, t_out, lz_in, t_in, seed, xp, rtol, atol):
     if not pairs or not wrt:
         return
     lz_g = lz.grad([a for a, _ in pairs], [v for v, _ in wrt],
-                   grad_outputs=[g if xp is np else xp.asarray(g) for g in gys],
+                   grad_outputs=[_on(xp, g) for g in gys],
                    allow_unused=True)
     t_g = torch.autograd.grad([b for _, b in pairs], [t for _, t in wrt],
                               grad_outputs=[torch.tensor(g) for g in gys], allow_unused=True)

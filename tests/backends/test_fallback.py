@@ -64,7 +64,7 @@ def test_default_hooks_of_a_backend_with_a_namespace():
 
 def test_numpy_kernel_table_names_the_numba_dispatchers():
     numpy_backend = backends.get("numpy")
-    assert set(numpy_backend.kernels) == set(KERNELS) and len(numpy_backend.kernels) == 21
+    assert set(numpy_backend.kernels) == set(KERNELS) and len(numpy_backend.kernels) == 24
     for name in KERNELS:
         fn = numpy_backend.kernels[name]
         assert callable(fn) and fn.__module__.startswith("lezero.kernels."), name

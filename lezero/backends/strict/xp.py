@@ -4,7 +4,8 @@
 function and ufunc run by NumPy on the unwrapped device arrays with device arrays back
 (a host ndarray argument raises TypeError, except in the uploads ``asarray``/``array``);
 ``ufunc.at`` only where CuPy has it; ``xp.random`` with CuPy's generator method set only;
-``xp.asnumpy`` counted as a transfer; ``xp.ndarray`` the device array type.
+``xp.asnumpy`` counted as a transfer; ``xp.ndarray`` the device array type; sorts are
+stable and ``linalg``'s solvers answer nan instead of raising, as CuPy's.
 """
 import types
 
@@ -117,6 +118,34 @@ def _adapt(obj, name, qualified, kind):
     return device_function(obj, name, kind)
 
 
+def _stable(fn):
+    """``sort``/``argsort`` as CuPy's: always stable (a radix sort), whatever ``kind``."""
+    def call(a, axis=-1, kind=None, **kwargs):
+        return fn(a, axis=axis, kind="stable", **kwargs)
+    return call
+
+
+def _nan_on_failure(fn, shape_of):
+    """A ``numpy.linalg`` solver as cuSOLVER's under CuPy: a singular (or not positive
+    definite) input gives non-finite values, not an error (CuPy raises only inside
+    ``cupyx.errstate(linalg='raise')``)."""
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except np.linalg.LinAlgError:
+            return np.full(shape_of(*args), np.nan, dtype=np.result_type(*args, np.float32))
+    return call
+
+
+def _linalg(kind):
+    solve_shape = (lambda a, b: np.linalg.solve(np.broadcast_to(np.eye(a.shape[-1]), a.shape),
+                                                b).shape)
+    return Namespace("strict.linalg", np.linalg, {
+        name: device_function(_nan_on_failure(getattr(np.linalg, name), shape), name, kind)
+        for name, shape in (("inv", np.shape), ("cholesky", np.shape),
+                            ("solve", solve_shape))}, kind=kind)
+
+
 def make_namespace(name, kind=StrictArray, generator=None):
     """The array namespace of a device on strict memory whose arrays are ``kind`` (a
     ``StrictArray`` subclass, added to ``KINDS``) and whose ``random.default_rng`` makes
@@ -124,7 +153,9 @@ def make_namespace(name, kind=StrictArray, generator=None):
     KINDS.add(kind)
     return Namespace(name, np, {
         "ndarray": kind, "asnumpy": asnumpy, "get_array_module": get_array_module,
-        "random": random_namespace(kind, generator),
+        "random": random_namespace(kind, generator), "linalg": _linalg(kind),
+        "sort": device_function(_stable(np.sort), "sort", kind),
+        "argsort": device_function(_stable(np.argsort), "argsort", kind),
     }, kind=kind)
 
 

@@ -9,6 +9,7 @@ says so when asked).
 """
 import numpy as np
 
+from lezero.backends import of_namespace
 from lezero.core import Function
 from lezero.random import get_rng
 from lezero.functions.common import xp_of
@@ -29,10 +30,9 @@ def swapaxes_array(a):
 
 
 def _block_rng(xp, seed, block):
-    """A generator for one block's dropout mask, the same in forward and backward."""
-    if xp is np:
-        return np.random.default_rng([seed, block])
-    return xp.random.default_rng(seed * 1000003 + block)
+    """A generator for one block's dropout mask, the same in forward and backward (the
+    backend's own, seeded from the call's seed and the block)."""
+    return of_namespace(xp).rng((seed * 1_000_003 + block) % 2**63)
 
 
 class ChunkedAttention(Function):

@@ -18,11 +18,9 @@ were computed from and are used only when that very array comes back (checked wi
 (``lezero.runtime.budget``): an entry holds its ``Reservation`` and is dropped, with it,
 once backward has used it (``drop_kept``).
 """
-import math
-import threading
-
 import numpy as np
 
+from lezero.backends import of_namespace
 from lezero.runtime import budget
 
 
@@ -102,37 +100,15 @@ def drop_kept(cache):
 
 
 # ----- scratch buffers ------------------------------------------------------------------------
-# Large temporaries (im2col columns, Winograd products) are reused across calls instead of
-# allocated: a fresh 75 MB array costs ~20k page faults, more than the copy into it.  Each
-# thread has its own pool; a buffer is valid until the next request of the same name, so
-# scratch never outlives the algorithm call that asked for it.
-
-_pool = threading.local()
-
-
 def scratch(name, shape, dtype, xp=np):
-    """An uninitialised array of ``shape`` from the reusable buffer ``name``."""
-    if xp is not np:                      # CuPy has its own caching allocator
-        return xp.empty(shape, dtype=dtype)
-    dtype = np.dtype(dtype)
-    nbytes = math.prod(shape) * dtype.itemsize
-    bufs = getattr(_pool, "bufs", None)
-    if bufs is None:
-        bufs = _pool.bufs = {}
-    buf = bufs.get(name)
-    if buf is None or buf.nbytes < nbytes:
-        buf = bufs[name] = np.empty(max(nbytes, 1), dtype=np.uint8)
-    return buf[:nbytes].view(dtype).reshape(shape)
+    """An uninitialised array of ``shape``: on the host a view of the reusable buffer
+    ``name`` (the numpy backend's ``scratch`` kernel, ``lezero.kernels.host``); on a
+    device, from the device's own caching allocator."""
+    return of_namespace(xp).kernel("scratch", _fresh)(name, shape, dtype, xp)
 
 
-def clear_scratch():
-    """Free this thread's scratch buffers."""
-    _pool.bufs = {}
-
-
-def scratch_bytes():
-    """Bytes held by this thread's scratch buffers."""
-    return sum(b.nbytes for b in getattr(_pool, "bufs", {}).values())
+def _fresh(name, shape, dtype, xp):
+    return xp.empty(shape, dtype=dtype)
 
 
 # ----- small array helpers ----------------------------------------------------------------------

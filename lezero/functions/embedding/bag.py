@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from lezero.backends import get_backend
 from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.embedding.bag_plan import (OP, bag_bounds, check_options,
@@ -133,7 +134,8 @@ class EmbeddingBagSampleGrad(Function):
 
 def _segment_max_rows(bags, rows):
     """For each bag and feature, the position (into the kept entries) of the first
-    largest entry; (B, dim) ints, -1 for empty bags."""
+    largest entry; (B, dim) ints, -1 for empty bags.  The host's kernel table holds a
+    ``ufunc.reduceat`` version (``lezero.kernels.host``); the reference pads."""
     xp = xp_of(rows)
     n, dim = rows.shape
     at = xp.full((bags.n_bags, dim), -1, dtype=np.int64)
@@ -141,21 +143,19 @@ def _segment_max_rows(bags, rows):
         return at
     starts = xp.cumsum(bags.sizes) - bags.sizes
     full = bags.sizes > 0
-    if xp is np:
-        first = starts[full]
-        best = np.maximum.reduceat(rows, first, axis=0)
-        hit = rows == np.repeat(best, bags.sizes[full], axis=0)
-        cand = np.where(hit, np.arange(n)[:, None], n)
-        pick = np.minimum.reduceat(cand, first, axis=0)
-        pick = np.where(pick == n, first[:, None], pick)      # a bag of NaNs: its first
-        at[full] = pick
-    else:
-        # Other backends: a padded (B, longest bag, dim) block, reduced along axis 1.
-        rank = xp.arange(n) - starts[bags.seg]
-        block = xp.full((bags.n_bags, int(bags.sizes.max()), dim), -xp.inf, dtype=rows.dtype)
-        block[bags.seg, rank] = rows
-        at[full] = (block.argmax(axis=1) + starts[:, None])[full]
+    pick = get_backend(rows).kernel("segment_max_rows", _padded_max_rows)
+    at[full] = pick(bags, rows, starts, full)
     return at
+
+
+def _padded_max_rows(bags, rows, starts, full):
+    """The reference: a padded (B, longest bag, dim) block, reduced along axis 1."""
+    xp = xp_of(rows)
+    n, dim = rows.shape
+    rank = xp.arange(n) - starts[bags.seg]
+    block = xp.full((bags.n_bags, int(bags.sizes.max()), dim), -xp.inf, dtype=rows.dtype)
+    block[bags.seg, rank] = rows
+    return (block.argmax(axis=1) + starts[:, None])[full]
 
 
 class EmbeddingBagPick(Function):

@@ -7,6 +7,7 @@ with ``scale_grad_by_freq`` each use is divided by how often its index occurs.
 
 import numpy as np
 
+from lezero.backends import get_backend
 from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.registry import register
@@ -70,7 +71,7 @@ def check_indices(op, indices, num, where=""):
     checked on the host only: on a device it would cost two synchronizations a call."""
     if indices.dtype.kind not in "iu":
         raise TypeError(f"{op}: input must hold integer indices, got dtype {indices.dtype}")
-    if indices.size and isinstance(indices, np.ndarray):
+    if indices.size and get_backend(indices).is_host:
         lo, hi = int(indices.min()), int(indices.max())
         bad = lo if lo < 0 else hi if hi >= num else None
         if bad is not None:

@@ -22,6 +22,7 @@ such an index get a NaN weight instead, and the loss and its gradient come out N
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.reduction import sum as _sum
@@ -43,7 +44,7 @@ class ClassTarget:
         n_classes = x_shape[1]
         valid = y != ignore_index
         bad = None
-        if xp is not np:            # on a device: no sync to check the range (see above)
+        if not get_backend(y).is_host:  # on a device: no sync to check the range (see above)
             in_range = (y >= 0) & (y < n_classes)
             bad, valid = valid & ~in_range, valid & in_range
         y = xp.where(valid, y, 0)
@@ -158,7 +159,7 @@ def check_class_indices(op, x, t, ignore_index):
                          f"shape {x.shape}, got {t.shape}")
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
         raise TypeError(f"{op}: ignore_index must be an int, got {type(ignore_index).__name__}")
-    if not isinstance(t, np.ndarray):
+    if not get_backend(t).is_host:
         return                      # a device target: ClassTarget marks bad indices NaN
     n_classes = x.shape[0] if x.ndim == 1 else x.shape[1]
     bad = (t != ignore_index) & ((t < 0) | (t >= n_classes))

@@ -20,7 +20,7 @@ after a log_softmax both give the same logit gradient.  Double backward is not s
 import numpy as np
 
 from lezero import cuda
-from lezero.backends import get_backend
+from lezero.backends import get_backend, of_namespace
 from lezero.core import Function, Variable
 from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.loss.common import check_reduction
@@ -70,7 +70,7 @@ class _Alignment:
         skip = (ext != blank) & (ext != prev2)       # s-2 -> s may jump over one blank
         skip[:, :2] = False
         inside = np.arange(width)[None, :] < self.lengths[:, None]
-        to_xp = (lambda a: a) if xp is np else xp.asarray
+        to_xp = of_namespace(xp).asarray
         self.ext, self.skip, self.inside = to_xp(ext), to_xp(skip), to_xp(inside)
         self.skip_next = to_xp(np.pad(skip[:, 2:], ((0, 0), (0, 2))))   # s+2 -> s allowed
         self.t_len = to_xp(np.asarray(input_lengths))

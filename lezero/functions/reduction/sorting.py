@@ -15,6 +15,7 @@ import collections
 
 import numpy as np
 
+from lezero.backends import get_backend
 from lezero.functions.common import as_variable, xp_of
 from lezero.functions.reduction.basic import reduce_args
 from lezero.functions.reduction.order import GatherAlong
@@ -26,22 +27,26 @@ __all__ = ["sort", "argsort"]
 SortResult = collections.namedtuple("SortResult", ["values", "indices"])
 
 
-def _stable_argsort(xp, a, axis):
-    if xp is np:
-        return np.argsort(a, axis=axis, kind="stable")
-    return xp.argsort(a, axis=axis)     # CuPy's sort is a radix sort: stable already
+def _stable_argsort(a, axis):
+    """A stable argsort: the backend's ``stable_argsort`` kernel (NumPy's asks for
+    ``kind="stable"``), else ``xp.argsort`` (CuPy's is a radix sort: stable already)."""
+    return get_backend(a).kernel("stable_argsort", _device_argsort)(a, axis)
+
+
+def _device_argsort(a, axis):
+    return xp_of(a).argsort(a, axis=axis)
 
 
 def _sort_indices(a, axis, descending):
     """The stable sorting permutation of the array ``a`` along ``axis`` (int64)."""
     xp = xp_of(a)
     if not descending:
-        return _stable_argsort(xp, a, axis).astype(np.int64)
+        return _stable_argsort(a, axis).astype(np.int64)
     # Sorting the reversed array ascending and reading the result backwards gives a
     # descending order whose ties are in increasing original position; negating the
     # values instead would break unsigned integers and booleans.
     n = a.shape[axis]
-    rev = _stable_argsort(xp, xp.flip(a, axis), axis)
+    rev = _stable_argsort(xp.flip(a, axis), axis)
     return (n - 1 - xp.flip(rev, axis)).astype(np.int64)
 
 

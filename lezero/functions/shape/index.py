@@ -8,6 +8,7 @@ each backward calls the other operator, gradients differentiate to any order.
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend, of_namespace
 from lezero.core import Function, Variable
 from lezero.functions.common import data_of, xp_of
 from lezero.functions.registry import register
@@ -27,11 +28,11 @@ class IndexOutOfRangeError(IndexError, ValueError):
 # ----- helpers ------------------------------------------------------------------------
 
 def to_backend(xp, index):
-    """Move the array parts of an index to ``xp`` (CuPy cannot index with NumPy arrays)."""
-    if xp is np:
-        return tuple(cuda.as_numpy(i) if isinstance(i, cuda.array_types()) else i
-                     for i in index)
-    return tuple(xp.asarray(i) if isinstance(i, (np.ndarray, list)) else i for i in index)
+    """Move the array parts of an index to ``xp``'s backend (CuPy cannot index with NumPy
+    arrays; NumPy takes lists as they are)."""
+    backend = of_namespace(xp)
+    kinds = cuda.array_types() if backend.is_host else (np.ndarray, list)
+    return tuple(backend.asarray(i) if isinstance(i, kinds) else i for i in index)
 
 
 def _int_indices(op, name, indices, xp):
@@ -133,7 +134,7 @@ def get_item(x, index):
     arr = check_array("get_item", "x", x)
     index = _index_data(index)
     _check_index_kinds(index)
-    if xp_of(arr) is not np:
+    if not get_backend(arr).is_host:
         index = to_backend(xp_of(arr), index if isinstance(index, tuple) else (index,))
     try:
         return GetItem(index)(x)

@@ -15,9 +15,7 @@ sharded entries differ (each parallel layer's ``tp_shard_specs`` says how).  So:
 """
 from collections import OrderedDict
 
-import numpy as np
-
-from lezero import cuda
+from lezero.backends import get_backend
 from lezero.core import Variable
 from lezero.parallel.tensor.sharding import shard, unshard
 
@@ -61,10 +59,7 @@ def shard_specs(model):
 
 def _as_array(value, like):
     value = value.data if isinstance(value, Variable) else value
-    if not isinstance(value, cuda.array_types()):
-        value = np.asarray(value)             # a torch tensor, a list ...
-    xp = cuda.get_array_module(like)
-    return xp.asarray(cuda.as_numpy(value) if xp is np else value)
+    return get_backend(like).asarray(value)      # a torch tensor, a list: as host data
 
 
 def shard_state_dict(model, dense_state):
