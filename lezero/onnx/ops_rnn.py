@@ -8,6 +8,11 @@ recorded as an alias so that the model's own reshape back to (T, B, H) becomes a
 identity.  That also keeps the time and batch axes dynamic.  Gate blocks are reordered
 from PyTorch's layout to ONNX's with Split/Concat nodes on the weights, so the
 initializers keep the parameters' names and values.
+
+A reverse layer is exported as a forward cell over the time-reversed input, its output
+reversed back (two Slice nodes with step -1): OpenVINO (2026.4, CPU) merges a forward and
+a reverse cell that read one tensor into a bidirectional one and then answers wrong for a
+batch above 1, while this form runs the same on every runtime.
 """
 import numpy as np
 
@@ -49,6 +54,12 @@ def _sequence_input(ctx, node, steps, feat):
     return ctx.emit("Reshape", [ctx.name(x), ctx.ints([len(steps), steps[0][1], feat])])
 
 
+def _time_reversed(ctx, t):
+    """``t`` (T, ...) with its time axis reversed, for any T (Slice with step -1)."""
+    return ctx.emit("Slice", [t, ctx.ints([-1]), ctx.ints([-2**63]), ctx.ints([0]),
+                              ctx.ints([-1])])
+
+
 def _state(ctx, node, k):
     """initial_h / initial_c: '' (zeros) for an all-zero constant, else Unsqueeze(s, 0)."""
     value = node.inputs[k]
@@ -79,12 +90,14 @@ def _recurrent(ctx, node, op_type, n_state, **attrs):
         b_ih = ctx.emit("Squeeze", [_reorder(ctx, names[3 + n_state], op_type), ctx.ints([0])])
         b_hh = ctx.emit("Squeeze", [_reorder(ctx, names[4 + n_state], op_type), ctx.ints([0])])
         B = ctx.emit("Unsqueeze", [ctx.emit("Concat", [b_ih, b_hh], axis=0), ctx.ints([0])])
-    inputs = [x3, W, R, B, ""] + states
+    inputs = [_time_reversed(ctx, x3) if reverse else x3, W, R, B, ""] + states
     while inputs and inputs[-1] == "":
         inputs.pop()
     outs = ctx.emit(op_type, inputs, n_out=1 + n_state, hidden_size=int(hidden),
-                    direction="reverse" if reverse else "forward", **attrs)
+                    direction="forward", **attrs)
     y3 = ctx.emit("Squeeze", [outs[0], ctx.ints([1])])
+    if reverse:
+        y3 = _time_reversed(ctx, y3)
     ctx.emit("Reshape", [y3, ctx.ints([-1, int(hidden)])], [node.outputs[0]])
     (t_a, b_a) = len(steps), steps[0][1]
     other = ctx.other_attr(node, "steps") if ctx.other is not None else steps
@@ -93,17 +106,17 @@ def _recurrent(ctx, node, op_type, n_state, **attrs):
         ctx.emit("Squeeze", [outs[1 + k], ctx.ints([0])], [node.outputs[1 + k]])
 
 
-@onnx_op("LSTMLayer", opset=14, emits=("LSTM", "Split", "Concat", "Squeeze", "Unsqueeze"))
+@onnx_op("LSTMLayer", opset=14, emits=("LSTM", "Split", "Concat", "Squeeze", "Unsqueeze", "Slice"))
 def _lstm(ctx, node):
     _recurrent(ctx, node, "LSTM", 2)
 
 
-@onnx_op("GRULayer", opset=14, emits=("GRU", "Split", "Concat", "Squeeze", "Unsqueeze"))
+@onnx_op("GRULayer", opset=14, emits=("GRU", "Split", "Concat", "Squeeze", "Unsqueeze", "Slice"))
 def _gru(ctx, node):
     _recurrent(ctx, node, "GRU", 1, linear_before_reset=1)
 
 
-@onnx_op("ElmanLayer", opset=14, emits=("RNN", "Squeeze", "Unsqueeze"))
+@onnx_op("ElmanLayer", opset=14, emits=("RNN", "Squeeze", "Unsqueeze", "Slice"))
 def _rnn(ctx, node):
     act = "Relu" if node.attrs.get("relu") else "Tanh"
     _recurrent(ctx, node, "RNN", 1, activations=[act])
