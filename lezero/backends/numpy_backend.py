@@ -39,7 +39,7 @@ KERNELS = {
     "adjacent_join": "lezero.kernels.join:adjacent_join",
     "segment_max_rows": "lezero.kernels.host:segment_max_rows",
     "stable_argsort": "lezero.kernels.host:stable_argsort",
-    "scratch": "lezero.kernels.host:pooled_scratch",
+    "scratch": "lezero.runtime.scratch:pooled_scratch",
 }
 
 

@@ -12,6 +12,7 @@ _DEFAULTS = {
     "train": True,             # dropout / batch-norm behave as in training
     "function_hooks": (),      # active FunctionHook objects (see core.hooks)
     "release_inputs": True,    # honour Functions' save_inputs (core.inputref); off to trace
+    "tracing": False,          # jit.trace / onnx.export is recording (jit.is_tracing())
 }
 # Other parts add their own settings with register_setting (kernels: use_numba).
 _PLAIN = frozenset({bool, int, float, str, type(None)})     # values a snapshot cache keys on

@@ -11,6 +11,7 @@ from lezero.jit.api import trace
 from lezero.jit.errors import GraphFormatError, GuardError, TraceError, TracerWarning, VerifyError
 from lezero.jit.ir import Graph, Node, Value
 from lezero.jit.static_graph import StaticGraph
+from lezero.jit.tracer import is_tracing
 from lezero.jit import passes
 
 
@@ -23,5 +24,5 @@ def load(path):
     return load_graph(path)
 
 
-__all__ = ["trace", "load", "StaticGraph", "Graph", "Node", "Value", "passes", "TraceError",
+__all__ = ["trace", "load", "is_tracing", "StaticGraph", "Graph", "Node", "Value", "passes", "TraceError",
            "GuardError", "VerifyError", "GraphFormatError", "TracerWarning"]

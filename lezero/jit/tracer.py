@@ -20,12 +20,19 @@ from lezero import cuda
 from lezero.core import FunctionHook, Parameter, Variable, get_config, using_config
 from lezero.jit import attrs as A
 from lezero.jit.errors import TraceError, TracerWarning
-from lezero.jit.ir import Graph, Node
+from lezero.jit.ir import Graph, Node, walk_refs
 
-__all__ = ["Recording", "record", "flatten_outputs", "is_module"]
+__all__ = ["Recording", "record", "flatten_outputs", "is_module", "is_tracing"]
 
 _JIT_DIR = os.path.dirname(os.path.abspath(__file__))
 _VALUE_READS = ("item", "__bool__", "__float__", "__int__")
+
+
+def is_tracing():
+    """True while ``jit.trace`` (or ``onnx.export``) records a run on this thread
+    (``Config.tracing``): a layer whose eager form computes in NumPy (an MoE's routing)
+    takes its operator form then, as ``torch.jit.is_tracing()`` lets PyTorch code do."""
+    return get_config().tracing
 
 
 def is_module(obj):
@@ -134,7 +141,7 @@ def record(fn, args, param_names=None):
     live = {i for i in input_ids}
     # every input stays a Variable: the graph is read back by identity once the run ends
     with using_config("enable_backprop", True), using_config("release_inputs", False), \
-            recorder, _watch_value_reads(reads, live):
+            using_config("tracing", True), recorder, _watch_value_reads(reads, live):
         out = fn(*traced)
     leaves = []
     tree = flatten_outputs(out, leaves)
@@ -235,15 +242,23 @@ class _Builder:
                                  type(f)))
 
     def add_unrecorded(self, call):
-        """A call on constants alone (a non-differentiable operator on ``x.data``): a
-        node when one of its input arrays is a graph value, else constant folding."""
-        if call.ys is None or not any(id(x) in self.arrays for x in call.xs):
+        """A call on constants alone (a non-differentiable operator on ``x.data``, or a
+        lookup in a constant table): a node when one of its input arrays, or an array it
+        holds as an attribute (the traced indices of ``embedding``/``take``/``gather``),
+        is a graph value; else constant folding."""
+        if call.ys is None or not (any(id(x) in self.arrays for x in call.xs)
+                                   or self._holds_value(call.attrs)):
             return
         ins = [self.arrays.get(id(x)) or self.const_array(x) for x in call.xs]
         attrs = dict(call.attrs, _nograd=True)
         outs = self._outputs(call, [])
         f = call.f
         self.g.nodes.append(Node(type(f).__name__, ins, outs, attrs, type(f)))
+
+    def _holds_value(self, attrs):
+        """True when an attribute holds (by identity) the array of a graph value."""
+        return any(next(walk_refs(A.bind_values(v, self.arrays)), None) is not None
+                   for k, v in attrs.items() if not k.startswith("_"))
 
 
 def _build(calls, traced, input_ids, leaves, param_names):

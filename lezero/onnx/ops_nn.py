@@ -278,3 +278,40 @@ def _attention_graph(ctx, node):
     ctx.claim(node, "block")
     s = _masked_scores(ctx, node, s, float(a["scale"]), a["causal"], keep, add)
     ctx.emit("MatMul", [ctx.emit("Softmax", [s], axis=-1), v], node.outputs)
+
+
+def _square_shape(ctx, node):
+    """The (N, N) shape of a ``DenseAdjacency``: written out, or read from the graph
+    input axis that holds the node count when it is dynamic."""
+    n = node.attrs["num_nodes"]
+    if "num_nodes" not in ctx.dynamic_attrs(node):
+        return ctx.ints([n, n])
+    m = ctx.other_attr(node, "num_nodes")
+    shape = ctx.run_time_shape((n, n), (m, m))
+    if shape is None:
+        ctx.fail(node, f"its node count ({n}) follows a dynamic axis that no graph input "
+                 "has; give the node features a dynamic axis 0")
+    ctx.claim(node, "num_nodes")
+    return shape
+
+
+@onnx_op("DenseAdjacency", opset=11, emits=("ConstantOfShape", "Transpose", "Shape", "Slice",
+                                           "Expand", "ScatterND", "EyeLike", "Max", "Cast"),
+         notes="GCN/GAT adjacency from edge_index")
+def _dense_adjacency(ctx, node):
+    """ones scattered at (source, target) into zeros, transposed to (target, source);
+    a repeated edge writes the same 1 again, so the order ScatterND applies them in
+    does not matter."""
+    shape = _square_shape(ctx, node)
+    zero = ctx.helper.make_tensor("value", ctx.onnx.TensorProto.FLOAT, [1], [0.0])
+    empty = ctx.emit("ConstantOfShape", [shape], value=zero)
+    edges = _x(ctx, node)
+    if ctx.dtype(node.inputs[0]) != np.int64:
+        edges = ctx.emit("Cast", [edges], to=ctx.tensor_type(np.int64))
+    count = ctx.emit("Slice", [ctx.emit("Shape", [edges]), ctx.ints([1]), ctx.ints([2])])
+    ones = ctx.emit("Expand", [ctx.scalar(1.0, np.float32), count])
+    a = ctx.emit("ScatterND", [empty, ctx.emit("Transpose", [edges], perm=[1, 0]), ones])
+    a = ctx.emit("Transpose", [a], perm=[1, 0])
+    if node.attrs["add_self_loops"]:
+        a = ctx.emit("Max", [a, ctx.emit("EyeLike", [empty])])
+    ctx.emit("Identity", [a], node.outputs)

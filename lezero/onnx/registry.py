@@ -41,6 +41,7 @@ def onnx_op(*names, opset=13, emits=(), notes=""):
 def load_rules():
     """Import every rule module (registers them); returns the table."""
     from lezero.onnx import ops_math, ops_nn, ops_rnn, ops_shape  # noqa: F401
+    from lezero.onnx import ops_route  # noqa: F401  (mixture-of-experts routing)
     from lezero.quantization import onnx_rules  # noqa: F401  (QDQ rules of INT8 models)
     return RULES
 

@@ -144,3 +144,14 @@ def test_batch_norm_running_statistics_in_training_are_refused():
         jit.trace(bn, X)
     np.testing.assert_array_equal(bn.running_mean, before)     # restored
     jit.trace(bn.eval(), X)
+
+
+def test_lookup_in_a_constant_table_with_traced_indices_is_recorded():
+    """embedding / take on a NumPy table (no Parameter) with input indices: a node, not
+    this run's rows folded into a constant, so the graph follows other indices."""
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    for fn in (lambda i: F.embedding(i, table), lambda i: F.take(table, i, axis=0)):
+        g = jit.trace(fn, np.array([0, 1, 2]))
+        assert [n.op for n in g.graph.nodes] in (["Embedding"], ["GetItem"])
+        ids = np.array([5, 5, 3])
+        np.testing.assert_array_equal(g(ids).data, table[ids])

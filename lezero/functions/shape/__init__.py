@@ -31,6 +31,9 @@ from lezero.functions.shape.views import BroadcastTo, Reshape, SumTo, Transpose 
 # Array-level helpers other families share.
 from lezero.functions.shape.views import axis_tuple, sum_to_array  # noqa: F401
 from lezero.functions.shape.index import GetItem, GetItemGrad  # noqa: F401
+# Structure from indices (graph adjacency, expert routing): operator classes for layers.
+from lezero.functions.shape.structure import (DenseAdjacency, RouteCapacity,  # noqa: F401
+                                              RouteTopK, capacity_of, fits_capacity)
 
 __all__ = (_views.__all__ + _join.__all__ + _index.__all__ + _masks.__all__
            + _shuffle.__all__ + _scattering.__all__)

@@ -6,49 +6,80 @@ flow from ``edge_index[0]`` to ``edge_index[1]`` and node ``i`` aggregates over 
 sources of its incoming edges (list both directions for an undirected graph).  Self loops
 are added.  The layers build an (N, N) matrix, so they suit graphs up to a few thousand
 nodes (the karate club, citation-sized toy graphs); sparse message passing is not here.
+
+The matrix is built by LeZero operators from ``edge_index`` (``DenseAdjacency``, then
+arithmetic), so a traced or exported model computes it from the ``edge_index`` it is
+given: its ONNX file takes graphs of any size (``lezero.onnx.export`` with dynamic node
+and edge axes).
 """
 import numpy as np
 
 import lezero.functions as F
 from lezero import cuda
-from lezero.core import Parameter
+from lezero.core import Parameter, Variable
+from lezero.functions.shape import DenseAdjacency
 from lezero.nn import init
 from lezero.nn.layers.linear import Linear
 from lezero.nn.module import Module
 from lezero.utils.checks import check_array, check_bool, check_int, check_number
 
-__all__ = ["dense_adjacency", "gcn_norm", "GCNConv", "GATConv"]
+__all__ = ["DenseAdjacency", "adjacency", "gcn_propagation", "dense_adjacency", "gcn_norm",
+           "GCNConv", "GATConv"]
+
+
+def _check_edges(where, edge_index, num_nodes):
+    """``num_nodes`` checked, and ValueError unless ``edge_index`` holds (2, E) integer
+    pairs of nodes in 0..num_nodes-1."""
+    e = check_array(where, "edge_index", edge_index)
+    if e.ndim != 2 or e.shape[0] != 2 or e.dtype.kind not in "iu":
+        raise ValueError(f"{where}: edge_index must be integer pairs of shape (2, E), "
+                         f"got {e.dtype} {e.shape}")
+    num_nodes = check_int(where, "num_nodes", num_nodes, low=1)
+    if e.size:
+        lo, hi = int(e.min()), int(e.max())
+        if lo < 0 or hi >= num_nodes:
+            raise ValueError(f"{where}: edge_index holds node {hi} or {lo}, outside "
+                             f"0..{num_nodes - 1}")
+    return num_nodes
+
+
+def adjacency(edge_index, num_nodes, add_self_loops=True, where="adjacency"):
+    """The (N, N) 0/1 matrix of ``DenseAdjacency`` as a Variable (traced: a model that
+    calls it exports with the graph as an input)."""
+    num_nodes = _check_edges(where, edge_index, num_nodes)
+    add_self_loops = check_bool(where, "add_self_loops", add_self_loops)
+    return DenseAdjacency(num_nodes, add_self_loops)(edge_index)
+
+
+def gcn_propagation(edge_index, num_nodes, add_self_loops=True, where="gcn_propagation"):
+    """Kipf and Welling's propagation matrix ``D^-1/2 (A + I) D^-1/2`` as a Variable,
+    ``D`` the (in-)degrees of ``A + I``; a node of degree 0 gets a zero row and column.
+    Degrees are whole numbers, so ``min(d, 1) / sqrt(max(d, 1))`` is ``d^-1/2`` and 0
+    at 0 without a data-dependent branch."""
+    a = adjacency(edge_index, num_nodes, add_self_loops, where)
+    deg = F.sum(a, axis=1)
+    inv_sqrt = F.minimum(deg, 1.0) / F.sqrt(F.maximum(deg, 1.0))
+    return F.reshape(inv_sqrt, (-1, 1)) * a * F.reshape(inv_sqrt, (1, -1))
 
 
 def dense_adjacency(edge_index, num_nodes, add_self_loops=True):
-    """(N, N) float32 matrix with ``A[target, source] = 1`` for every edge (and the
+    """``adjacency`` as a NumPy array: ``A[target, source] = 1`` for every edge (and the
     diagonal when ``add_self_loops``); repeated edges count once."""
-    e = np.asarray(cuda.as_numpy(check_array("dense_adjacency", "edge_index", edge_index)))
-    if e.ndim != 2 or e.shape[0] != 2 or e.dtype.kind not in "iu":
-        raise ValueError(f"dense_adjacency: edge_index must be integer pairs of shape (2, E), "
-                         f"got {e.dtype} {e.shape}")
-    num_nodes = check_int("dense_adjacency", "num_nodes", num_nodes, low=1)
-    if e.size and (e.min() < 0 or e.max() >= num_nodes):
-        raise ValueError(f"dense_adjacency: edge_index holds node {int(e.max())} or "
-                         f"{int(e.min())}, outside 0..{num_nodes - 1}")
-    a = np.zeros((num_nodes, num_nodes), dtype=np.float32)
-    a[e[1], e[0]] = 1.0
-    if add_self_loops:
-        np.fill_diagonal(a, 1.0)
-    return a
+    return cuda.as_numpy(adjacency(edge_index, num_nodes, add_self_loops,
+                                   "dense_adjacency").data)
 
 
 def gcn_norm(edge_index, num_nodes, add_self_loops=True):
-    """Kipf and Welling's propagation matrix ``D^-1/2 (A + I) D^-1/2`` (dense, float32),
-    ``D`` the (in-)degrees of ``A + I``."""
-    a = dense_adjacency(edge_index, num_nodes, add_self_loops)
-    deg = a.sum(axis=1)
-    inv_sqrt = np.where(deg > 0, 1.0 / np.sqrt(np.maximum(deg, 1e-12)), 0.0)
-    return (inv_sqrt[:, None] * a * inv_sqrt[None, :]).astype(np.float32)
+    """``gcn_propagation`` as a NumPy float32 array."""
+    return cuda.as_numpy(gcn_propagation(edge_index, num_nodes, add_self_loops,
+                                         "gcn_norm").data)
 
 
-def _xp_like(x, array):
-    return cuda.get_array_module(check_array("graph layer", "x", x)).asarray(array)
+def on_device_of(x, a):
+    """``a`` (an array, or a Variable left as it is: traced) on the device of ``x``."""
+    if isinstance(a, Variable):
+        return a
+    return cuda.get_array_module(check_array("graph layer", "x", x)).asarray(a)
 
 
 class GCNConv(Module):
@@ -66,9 +97,10 @@ class GCNConv(Module):
 
     def forward(self, x, edge_index, norm=None):
         """``norm``: a precomputed ``gcn_norm(edge_index, N)`` (reused across calls)."""
-        n = x.shape[0]
-        norm = gcn_norm(edge_index, n, self.add_self_loops) if norm is None else norm
-        out = F.matmul(_xp_like(x, norm), self.lin(x))
+        if norm is None:
+            norm = gcn_propagation(on_device_of(x, edge_index), x.shape[0], self.add_self_loops,
+                                   "GCNConv")
+        out = F.matmul(on_device_of(x, norm), self.lin(x))
         return out + self.bias if self.bias is not None else out
 
 
@@ -101,12 +133,14 @@ class GATConv(Module):
 
     def attention(self, h, mask):
         """Attention coefficients (heads, N, N) from projected features ``h`` (N, heads,
-        out) and the 0/1 adjacency ``mask`` (N, N) (target, source)."""
+        out) and the 0/1 float adjacency ``mask`` (N, N) (target, source).  A non-edge
+        scores exactly -1e9 (``score * 0 + (0 - 1) * 1e9``), as a masked fill would, but
+        by arithmetic, so that the mask stays a traced value."""
         a_src = F.sum(h * self.att_src.reshape(1, self.heads, -1), axis=2)   # (N, heads)
         a_dst = F.sum(h * self.att_dst.reshape(1, self.heads, -1), axis=2)
         scores = a_dst.T.reshape(self.heads, -1, 1) + a_src.T.reshape(self.heads, 1, -1)
         scores = F.leaky_relu(scores, self.negative_slope)
-        scores = F.masked_fill(scores, _xp_like(h, mask == 0)[None], -1e9)
+        scores = scores * mask + (mask - 1.0) * 1e9
         return F.softmax(scores, axis=-1)
 
     def forward(self, x, edge_index, return_attention_weights=False):
@@ -114,7 +148,7 @@ class GATConv(Module):
         ``return_attention_weights`` also the (heads, N, N) coefficients (dense, unlike
         PyG's per-edge list)."""
         n = x.shape[0]
-        mask = dense_adjacency(edge_index, n, self.add_self_loops)
+        mask = adjacency(on_device_of(x, edge_index), n, self.add_self_loops, "GATConv")
         h = self.lin(x).reshape(n, self.heads, self.out_channels)
         alpha = self.attention(h, mask)
         out = F.matmul(F.dropout(alpha, self.dropout, training=self.training),

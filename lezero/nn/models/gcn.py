@@ -2,12 +2,12 @@
 
 Two ``GCNConv`` layers with ReLU and dropout between them (the paper's model: 16 hidden
 units, dropout 0.5); ``forward(x, edge_index)`` returns class logits per node.  The
-propagation matrix is computed once per graph and reused while ``edge_index`` is the same
-array object.
+propagation matrix is computed (by LeZero operators, so it is traced and exported) once
+per graph and reused while ``edge_index`` is the same object.
 """
 import lezero.functions as F
 from lezero import nn
-from lezero.nn.layers.graph import gcn_norm
+from lezero.nn.layers.graph import gcn_propagation, on_device_of
 from lezero.nn.models.registry import register_model
 from lezero.utils.checks import check_int, check_number
 
@@ -30,7 +30,7 @@ class GCN(nn.Module):
     def forward(self, x, edge_index):
         cached_for, norm = self._norm_cache
         if cached_for is not edge_index:
-            norm = gcn_norm(edge_index, x.shape[0])
+            norm = gcn_propagation(on_device_of(x, edge_index), x.shape[0], where="GCN")
             self._norm_cache = (edge_index, norm)
         for i, conv in enumerate(self.convs):
             x = F.dropout(x, self.dropout, training=self.training)

@@ -5,6 +5,10 @@ Each block is pre-norm: x + attn(ln_1(x)) (GPT-mini's causal self-attention), th
 x + moe(ln_2(x)).  A token dropped by an expert's capacity keeps its residual, as in
 Switch.  ``loss`` adds ``aux_loss_coef`` times the mean of the layers' load-balancing
 losses to the next-token cross entropy.
+
+While a trace records, the MoE layers route with LeZero operators (see
+``nn.MixtureOfExperts``), so ``onnx.export`` writes the model with a dynamic batch and sequence, routing and capacity
+computed in the file from its input (tests/onnx/test_export_moe.py).
 """
 import lezero as lz
 import lezero.functions as F

@@ -9,6 +9,7 @@ import torch
 
 import lezero as lz
 from lezero import nn
+from lezero.nn.layers import moe as moe_layers
 
 
 def make(seed=0, **kw):
@@ -140,3 +141,82 @@ def test_argument_errors():
         make(num_experts=2.0)
     with pytest.raises(ValueError, match=r"\(\.\.\., 6\)"):
         make()(np.zeros((3, 5), np.float32))
+
+
+def run(moe, x, path):
+    """(output, routing record, aux loss) of one no-grad forward by ``path``."""
+    with lz.no_grad():
+        out = getattr(moe, path)(x.reshape(-1, moe.d_model)).data
+    return out.reshape(x.shape), moe.last_routing, moe.aux_loss.item()
+
+
+@pytest.mark.parametrize("top_k, capacity_factor", [(1, None), (2, None), (3, None),
+                                                    (1, 0.5), (2, 0.5), (2, 1.25)])
+def test_eval_dense_path_equals_the_sparse_training_path(top_k, capacity_factor):
+    """The traced form (what jit.trace and onnx.export record) routes with LeZero
+    operators, every expert on every token; it gives the sparse path's output, routing
+    and loss."""
+    moe = make(top_k=top_k, capacity_factor=capacity_factor)
+    moe.gate.weight.data[:] *= 5.0                 # decisive routing: no near-ties
+    x = tokens(24).reshape(4, 6, 6)
+    sparse, routing, aux = run(moe, x, "sparse_forward")
+    dense, dense_routing, dense_aux = run(moe, x, "dense_forward")
+    np.testing.assert_allclose(dense, sparse, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(dense_routing["experts"], routing["experts"])
+    np.testing.assert_allclose(dense_routing["load"], routing["load"], rtol=1e-6)
+    assert dense_routing["dropped"] == routing["dropped"]
+    assert (routing["dropped"] > 0) == (capacity_factor == 0.5)   # capacity acts at 0.5
+    np.testing.assert_allclose(dense_aux, aux, rtol=1e-6)
+
+
+def test_eval_dense_path_gives_the_sparse_path_gradients():
+    moe = make(top_k=2)
+    x = tokens(10)
+    grads = []
+    for path in (moe.sparse_forward, moe.dense_forward):
+        moe.cleargrads()
+        xv = lz.Variable(x.copy())
+        out = path(xv)
+        (out * out).sum().backward()
+        grads.append((xv.grad.data, moe.gate.weight.grad.data,
+                      moe.experts[0].fc1.weight.grad.data))
+    for sparse, dense in zip(*grads):
+        np.testing.assert_allclose(dense, sparse, rtol=1e-4, atol=1e-6)
+
+
+def test_capacity_is_exact_integer_arithmetic_on_the_fraction():
+    """c = 0.1 is 1/10: ten tokens, one expert, top-1 -> capacity 1 (a float product
+    0.1 * 10 could round either way; the fraction cannot)."""
+    moe = make(d_model=6, num_experts=1, top_k=1, capacity_factor=0.1)
+    assert moe.capacity_ratio() == (1, 10)
+    keep = moe.capacity_keep(np.zeros((10, 1), np.int64))
+    np.testing.assert_array_equal(keep[:, 0], [True] + [False] * 9)
+    assert make(top_k=2, capacity_factor=1.25).capacity_ratio() == (5, 8)   # 1.25 * 2 / 4
+    assert moe_layers.capacity_of(21, 5, 8) == 14                           # ceil(13.125)
+    assert make(top_k=2, capacity_factor=1e9).capacity_ratio() == (1, 1)    # capacity N
+    with pytest.raises(ValueError, match="capacity_factor must be at least 1e-6"):
+        make(capacity_factor=1e-7)
+
+
+def test_a_trace_routes_with_operators_and_eager_runs_stay_sparse(monkeypatch, tmp_path):
+    """jit.trace records the dense path (its trace check passes: nothing is computed from
+    the input outside LeZero operators); the graph routes new tokens as eager does, and
+    eager calls (eval included) never pay for every expert on every token."""
+    from lezero import jit
+    moe = make(top_k=2, capacity_factor=0.5).eval()
+    moe.gate.weight.data[:] *= 5.0
+    graph = jit.trace(moe, tokens(12))
+    for seed in (2, 3):
+        x = tokens(12, seed=seed)
+        with lz.no_grad():
+            np.testing.assert_allclose(graph(x).data, moe(x).data, rtol=1e-6, atol=1e-7)
+    assert any(n.op == "RouteCapacity" for n in graph.graph.nodes)
+    graph.save(str(tmp_path / "moe.lzg"))                # its operators load from a file
+    x = tokens(12, seed=4)
+    with lz.no_grad():
+        np.testing.assert_allclose(jit.load(str(tmp_path / "moe.lzg"))(x).data, moe(x).data,
+                                   rtol=1e-6, atol=1e-7)
+    assert not jit.is_tracing()
+    monkeypatch.setattr(moe, "dense_forward", None)      # an eager call must not use it
+    with lz.no_grad():
+        moe(tokens(12))

@@ -11,7 +11,7 @@ import lezero as lz
 import lezero.functions as F
 from lezero import nn, optim
 from lezero.data.datasets import karate_club, stochastic_block_model
-from lezero.nn.layers.graph import dense_adjacency, gcn_norm
+from lezero.nn.layers.graph import adjacency, dense_adjacency, gcn_norm, gcn_propagation
 from lezero.nn.models import GAT, GCN, get_model
 
 PATH = np.array([[0, 1, 1, 2], [1, 0, 2, 1]])          # the undirected path 0 - 1 - 2
@@ -127,3 +127,46 @@ def test_graph_datasets():
     assert same.mean() > 0.8                      # mostly links inside communities
     with pytest.raises(ValueError, match="stochastic_block_model: p_in must be"):
         stochastic_block_model(p_in=1.5)
+
+
+def _numpy_gcn_norm(edges, n, self_loops):
+    """The propagation matrix written directly in NumPy (the formula, for comparison)."""
+    a = np.zeros((n, n), np.float32)
+    a[edges[1], edges[0]] = 1.0
+    if self_loops:
+        np.fill_diagonal(a, 1.0)
+    deg = a.sum(axis=1)
+    inv = np.where(deg > 0, 1.0 / np.sqrt(np.maximum(deg, 1e-12)), 0.0).astype(np.float32)
+    return a, inv[:, None] * a * inv[None, :]
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+def test_adjacency_by_operators_equals_the_numpy_formula(self_loops):
+    """Repeated edges count once, an existing self loop stays 1, and without self loops
+    a node with no incoming edge gets a zero row (degree 0), bit for bit."""
+    edges = np.array([[0, 0, 1, 2, 3, 3, 4], [1, 1, 2, 2, 0, 4, 3]])   # node 5: isolated
+    a, want = _numpy_gcn_norm(edges, 6, self_loops)
+    got = gcn_propagation(edges, 6, self_loops)
+    assert isinstance(got, lz.Variable) and got.dtype == np.float32
+    np.testing.assert_array_equal(got.data, want)
+    np.testing.assert_array_equal(gcn_norm(edges, 6, self_loops), want)
+    np.testing.assert_array_equal(adjacency(edges, 6, self_loops).data, a)
+    assert not want[5].any() if not self_loops else want[5, 5] == 1.0
+
+
+def test_traced_gcn_and_gat_follow_a_new_edge_index(tmp_path):
+    """The adjacency is part of the traced graph: a replay on other edges gives the eager
+    result on those edges (not the example's structure), after a save and load too."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    first, second = np.array([[0, 1, 2, 3], [1, 2, 3, 4]]), np.array([[4, 3, 2, 0], [0, 0, 1, 2]])
+    for model in (GCN(3, 4, 2).eval(), GAT(3, 2, 2, heads=2).eval()):
+        g = lz.jit.trace(model, x, first)
+        assert "DenseAdjacency" in [n.op for n in g.graph.nodes]
+        with lz.no_grad():
+            want = model(x, second).data
+        np.testing.assert_allclose(g(x, second).data, want, rtol=1e-6, atol=1e-7)
+        assert np.abs(want - model(x, first).data).max() > 1e-4
+        g.save(str(tmp_path / "g.lzg"))
+        loaded = lz.jit.load(str(tmp_path / "g.lzg"))
+        np.testing.assert_allclose(loaded(x, second).data, want, rtol=1e-6, atol=1e-7)
