@@ -7,8 +7,9 @@ Switch.  ``loss`` adds ``aux_loss_coef`` times the mean of the layers' load-bala
 losses to the next-token cross entropy.
 
 While a trace records, the MoE layers route with LeZero operators (see
-``nn.MixtureOfExperts``), so ``onnx.export`` writes the model with a dynamic batch and sequence, routing and capacity
-computed in the file from its input (tests/onnx/test_export_moe.py).
+``nn.MixtureOfExperts``), so ``onnx.export`` writes the model with a dynamic batch and
+sequence, routing and capacity computed in the file from its input
+(tests/onnx/test_export_moe.py).
 """
 import lezero as lz
 import lezero.functions as F
