@@ -184,6 +184,9 @@ def run_rows(rows, shapes, quick):
 def parse(argv):
     """(row words, shape names, quick, list only) from the command line."""
     args, shapes = list(argv), ["first", "second"]
+    if "-h" in args or "--help" in args:
+        print(__doc__)
+        raise SystemExit(0)
     if "--shape" in args:
         i = args.index("--shape")
         if i + 1 >= len(args) or args[i + 1] not in SHAPE_NAMES:

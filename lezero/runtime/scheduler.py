@@ -149,10 +149,10 @@ def on_range(kernel, arrays):
 def launch(parallel, serial, work, planes, *args):
     """Run a kernel over ``planes`` planes: ``parallel(*args)`` on Numba's thread pool, or
     ``serial(*args, 0, planes)`` on this thread -- for work below ``policy.serial_below``
-    (waking the pool costs more), inside a part, in the serial profile, or when Numba has
-    one thread."""
+    (waking the pool costs more), inside a part, in the serial profile, or when the
+    runtime (``threads()``, e.g. ``OMP_NUM_THREADS=1``) or Numba has one thread."""
     if (work >= policy.serial_below and planes > 1 and not serial_only() and not state.serial
-            and _pool_threads() > 1):
+            and threads() > 1 and _pool_threads() > 1):
         return parallel(*args)
     return serial(*args, 0, planes)
 

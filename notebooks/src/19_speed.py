@@ -174,3 +174,107 @@ plt.plot(calls[np.array(was_split)], np.array(call_ms)[np.array(was_split)], "s"
 plt.yscale("log")     # the first calls are cold (page faults, worker threads starting)
 plt.xlabel("call"); plt.ylabel("ms (log scale)"); plt.legend(); plt.title("add of 2M numbers")
 plt.show()
+
+# %% [markdown]
+# ## Real-size speed: fusion, the convolution choice, INT8
+# The MLP above is all GEMMs. Convolution networks run for inference depend on three more
+# things, which `steps/step67.py` walks through on a ResNet-10 and an inverted-residual
+# block; here the same questions on a narrow MobileNetV2 and a ResNet-18 of width 8, with
+# the step's helpers and the benchmarks' `round_ratios` (the rounds above) imported.
+#
+# **Inference fusion.** Under `eval()` and `lz.no_grad()` each conv + batch norm (+ ReLU6)
+# runs as one convolution with the norm folded into its weights. `TimerHook` counts the
+# operators each way; `inference_fusion.disabled()` gives the unfused run to compare.
+
+# %%
+import os
+import sys
+
+ROOT = os.path.abspath("..") if os.path.basename(os.getcwd()) == "notebooks" else os.getcwd()
+sys.path[:0] = [os.path.join(ROOT, "steps"), os.path.join(ROOT, "benchmarks")]
+from _common import round_ratios  # noqa: E402
+from step67 import inference, on_one_thread, operator_calls, quantized, settled  # noqa: E402
+from lezero.kernels import int8_gemm  # noqa: E402
+from lezero.nn import inference_fusion  # noqa: E402
+from lezero.nn.models import MobileNetV2, resnet18  # noqa: E402
+
+mobile = settled(MobileNetV2(num_classes=10, width_mult=0.35, small_input=True))
+images = rng.standard_normal((4, 3, 32, 32)).astype(np.float32)
+with lz.no_grad():
+    out_fused = mobile(images).data
+    with inference_fusion.disabled():
+        out_plain = mobile(images).data
+print(f"max |fused - unfused| = {np.abs(out_fused - out_plain).max():.1e} "
+      f"(outputs up to {np.abs(out_plain).max():.2f})")
+calls = {"unfused": operator_calls(inference(mobile, images, fused=False)),
+         "fused": operator_calls(inference(mobile, images))}
+ops = sorted(set(calls["unfused"]) | set(calls["fused"]),
+             key=lambda k: -calls["unfused"].get(k, 0))
+plt.figure(figsize=(8, 3))
+for shift, (label, counts) in zip((-0.2, 0.2), calls.items()):
+    plt.bar(np.arange(len(ops)) + shift, [counts.get(k, 0) for k in ops], 0.4, label=label)
+plt.xticks(range(len(ops)), ops, fontsize=8); plt.ylabel("calls per forward"); plt.legend()
+plt.title("MobileNetV2 x0.35, batch 4: operators run"); plt.show()
+ratios, seconds = round_ratios(
+    [inference(mobile, images), inference(mobile, images, fused=False)], rounds=7)
+print(f"fused / unfused time, median of 7 rounds: {ratios[0]:.2f} "
+      f"({seconds[0] * 1e3:.1f} ms against {seconds[1] * 1e3:.1f} ms)")
+
+# %% [markdown]
+# **The convolution's algorithm.** `F.conv_explain` prints the cost model's prediction
+# beside a measurement for every algorithm and says which one `algo="auto"` runs; a 1x1
+# kernel is one GEMM on the input itself ("direct"), a depthwise layer has its own kernel.
+# One shape in full, then the chosen algorithm for a few of MobileNet's. The prediction
+# ranks; where a measurement disagrees, `lz.Config.conv_autotune = True` measures once per
+# shape and keeps the winner.
+
+# %%
+explained = F.conv_explain((4, 56, 16, 16), (56, 56, 3, 3), padding=1, repeat=2)
+ran = [r for r in explained.rows if not r["unsupported"]]
+rows_at = np.arange(len(ran))
+plt.figure(figsize=(6, 2.5))
+plt.barh(rows_at - 0.2, [r["predicted_ms"] for r in ran], 0.4, label="predicted")
+plt.barh(rows_at + 0.2, [r["measured_ms"] for r in ran], 0.4, label="measured")
+plt.yticks(rows_at, [r["algo"] for r in ran]); plt.xscale("log"); plt.xlabel("ms")
+plt.title("3x3, 56 channels, 16x16, batch 4: forward"); plt.legend(); plt.show()
+for label, xs, ws, kw in [("1x1 expand 16->96 @32", (4, 16, 32, 32), (96, 16, 1, 1), {}),
+                          ("depthwise s2 96 @32", (4, 96, 32, 32), (96, 1, 3, 3),
+                           dict(stride=2, padding=1, groups=96)),
+                          ("5x5 s1 32 @16", (4, 32, 16, 16), (32, 32, 5, 5), dict(padding=2))]:
+    chosen = F.conv_explain(xs, ws, measure=False, show=False, **kw).chosen
+    print(f"{label:<24} auto runs {chosen}")
+
+# %% [markdown]
+# **INT8.** Post-training quantization (fuse, calibrate, convert) of a ResNet-18 of width 8;
+# where the CPU has VNNI or AVX2 the products run in `lezero.kernels.int8_gemm` on uint8
+# activations kept channels-last. A big enough product is split over Numba's thread pool;
+# on busy cores waking the pool can cost more than the product, so the time is taken both
+# as it runs and with every kernel on the calling thread (`lezero.runtime.serial_kernels`).
+
+# %%
+small = settled(resnet18(num_classes=10, small_input=True, base_width=8))
+batch = rng.standard_normal((16, 3, 32, 32)).astype(np.float32)
+int8_model = quantized(small, rng.standard_normal((16, 3, 32, 32)).astype(np.float32))
+with lz.no_grad():
+    want, got = small(batch).data, int8_model(batch).data
+print(f"int8_gemm.ISA = {int8_gemm.ISA!r}; top-1 agreement with float "
+      f"{(want.argmax(1) == got.argmax(1)).mean() * 100:.0f}% of {len(batch)}, "
+      f"max |error| / max |logit| {np.abs(got - want).max() / np.abs(want).max():.3f}")
+pair = [inference(int8_model, batch), inference(small, batch)]
+for label, fns in (("as it runs", pair), ("serial kernels", [on_one_thread(f) for f in pair])):
+    print(f"INT8 / float32, {label}: {round_ratios(fns, rounds=7)[0][0]:.2f}")
+
+# %% [markdown]
+# **Threads and BLAS.** LeZero applies its thread policy on import, so a user sets no
+# variable; `lezero.runtime.show()` lists each setting and where it came from (here the
+# lines about threads). The comparison with PyTorch, Hugging Face and onnxruntime at real
+# sizes is `python benchmarks/bench_real.py` (every row at two shapes, minutes;
+# `--list` names the rows, `--quick` runs fewer rounds); `docs/performance.md` holds its table.
+
+# %%
+import io  # noqa: E402
+import lezero.runtime  # noqa: E402
+
+listing = io.StringIO()
+lezero.runtime.show(file=listing)
+print("\n".join(line for line in listing.getvalue().splitlines() if "thread" in line.lower()))

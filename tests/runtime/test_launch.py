@@ -25,6 +25,8 @@ def _drivers(calls):
 @pytest.fixture
 def two_threads(monkeypatch, threaded):
     monkeypatch.setattr(S._local, "pool", 2, raising=False)
+    with policy.using(threads=2):
+        yield
 
 
 def test_large_work_goes_to_the_pool(two_threads):
@@ -90,3 +92,10 @@ def test_pool_size_is_read_from_numba_once(monkeypatch):
     assert S._pool_threads() == numba.config.NUMBA_NUM_THREADS
     monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 99)
     assert S._pool_threads() != 99          # cached on the thread
+
+
+def test_one_runtime_thread_never_uses_the_pool(two_threads):
+    """``OMP_NUM_THREADS=1`` (the runtime's one thread) holds for Numba's pool too."""
+    calls = []
+    with policy.using(threads=1):
+        assert S.launch(*_drivers(calls), BIG, 4, "x") == "s"
