@@ -16,7 +16,7 @@ PACKAGE = os.path.join(ROOT, "lezero")
 # Floors from the bottom up: a module may import its own floor and the ones below.
 FLOORS = [
     ("engine backend", ("lezero.cuda", "lezero.random", "lezero.backends")),
-    ("engine", ("lezero.core",)),
+    ("engine", ("lezero.core", "lezero.grad_sum")),
     ("utils", ("lezero.utils",)),
     ("runtime", ("lezero.runtime",)),
     ("kernels", ("lezero.kernels",)),

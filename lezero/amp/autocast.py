@@ -13,8 +13,9 @@ region is active, every Function call first passes through ``_AutocastHook``, wh
 the Function's class up in the cast policy (``amp.cast_policy``) and puts ``Cast``
 Functions in front of the inputs that need another dtype.  Parameters stay float32; their
 float16 copies are cached for the region, as torch does, so a weight used at every time
-step of an RNN is cast once; when the region ends they are dropped, and backward casts
-each weight again as it reaches it (``amp.copies``).  The state lives in the per-thread configuration, so regions
+step of an RNN is cast once; a copy's array is dropped right after its last use in the
+region (``amp.uses``), or at the latest when the region ends, and backward casts each
+weight again as it reaches it (``amp.copies``).  The state lives in the per-thread configuration, so regions
 nest, ``autocast(enabled=False)`` switches it off inside, and threads do not see each
 other's regions.
 """
@@ -27,6 +28,8 @@ from lezero.amp.copies import drop, place
 from lezero.amp.dtypes import is_floating, is_low, resolve
 from lezero.amp.emulate import prepare
 from lezero.amp.policy import FLOAT32, LOWER, WIDEST, cast_policy
+from lezero.amp.uses import UseCounter
+from lezero.backends import get_backend
 from lezero.core import FunctionHook, get_config, using_config
 from lezero.utils.checks import check_bool, check_callable
 
@@ -48,6 +51,7 @@ class _AutocastHook(FunctionHook):
         self.dtype = dtype
         self.cache_enabled = cache_enabled
         self.cache = {}
+        self.uses = UseCounter()     # drops each copy after its last expected use
         self.recorder = None        # precision_report sets a callable here
 
     def for_recompute(self):
@@ -59,7 +63,7 @@ class _AutocastHook(FunctionHook):
             return inputs
         treatment, rule = cast_policy.lookup(type(function))
         if treatment == LOWER:
-            inputs = [self._lower(x, inputs) for x in inputs]
+            inputs = [self._lower(x, inputs, function) for x in inputs]
         elif treatment == FLOAT32:
             inputs = _to_float32(inputs)
         elif treatment == WIDEST:
@@ -69,7 +73,10 @@ class _AutocastHook(FunctionHook):
             self.recorder(function, treatment, rule, inputs)
         return inputs
 
-    def _lower(self, x, inputs):
+    def forward_postprocess(self, function, in_data):
+        self.uses.after(function)
+
+    def _lower(self, x, inputs, function):
         dtype = x.dtype
         if dtype == self.dtype or not is_floating(dtype) or dtype == np.float64:
             return x                          # torch leaves float64 alone too
@@ -78,10 +85,11 @@ class _AutocastHook(FunctionHook):
             key = (id(x), get_config().enable_backprop)
             hit = self.cache.get(key)
             if hit is not None and hit[0] is x and hit[1] is x.data:
-                return hit[2]
+                return self.uses.use(x, hit[2], function)
         y = _cast(x, self.dtype)
         if cacheable:
             self.cache[key] = (x, x.data, place(y, inputs))
+            self.uses.use(x, y, function)
         return y
 
 
@@ -109,9 +117,11 @@ def _to_widest(inputs):
 
 
 def _cast(x, dtype):
-    if dtype.name == "bfloat16" and not isinstance(x.data, np.ndarray):
-        raise ValueError("autocast: dtype 'bfloat16' is not available for CuPy arrays (CuPy "
-                         "has no bfloat16 type); use amp.autocast('float16') on the GPU")
+    backend = get_backend(x)
+    if dtype.name == "bfloat16" and not backend.is_host:
+        raise ValueError(f"autocast: dtype 'bfloat16' is not available on the {backend.name!r} "
+                         "device (CuPy has no bfloat16 type); use amp.autocast('float16') "
+                         "there")
     return Cast(dtype)(x)
 
 
@@ -148,6 +158,7 @@ class autocast:
             for entry in hook.cache.values():   # backward recasts them (amp.copies)
                 drop(entry[2])
             hook.cache.clear()
+            hook.uses.learn()
         return False
 
     def __call__(self, fn):

@@ -8,6 +8,9 @@ at about 3 ns an element; float16 -> float32 looks each value up in a table of a
 the reference (``tests/amp/test_convert.py`` checks bit-identity over normal, subnormal,
 overflowing, tie, inf and NaN inputs).  CuPy arrays, small arrays and a disabled
 ``Config.use_numba`` take ``astype``.
+
+Each result owns its memory (``base`` None), as ``astype``'s does, so the backward pass
+may sum a gradient into it in place (``lezero.grad_sum``).
 """
 import numpy as np
 
@@ -49,9 +52,9 @@ def float32_to_float16(a):
         with np.errstate(over="ignore", invalid="ignore"):
             return a.astype(np.float16)
     src = np.ascontiguousarray(a).reshape(-1)
-    out = np.empty(src.size, np.uint16)
-    _compile()[0](src, src.view(np.uint32), out)
-    return out.view(np.float16).reshape(a.shape)
+    out = np.empty(a.shape, np.float16)       # returned itself: it owns its memory
+    _compile()[0](src, src.view(np.uint32), out.reshape(-1).view(np.uint16))
+    return out
 
 
 def float16_to_float32(a):
@@ -60,10 +63,10 @@ def float16_to_float32(a):
     if not _fast(a):
         return a.astype(np.float32)
     bits = np.ascontiguousarray(a).reshape(-1).view(np.uint16)
-    out = np.empty(bits.size, np.float32)
+    out = np.empty(a.shape, np.float32)
     _, up, table = _compile()
-    up(bits, table, out)
-    return out.reshape(a.shape)
+    up(bits, table, out.reshape(-1))
+    return out
 
 
 def convert(a, dtype):
@@ -78,7 +81,9 @@ def convert(a, dtype):
         if src == np.float16 and dtype == np.float32:
             return float16_to_float32(a)
         if src.name == "bfloat16" and dtype == np.float32:      # the top 16 bits
-            bits = np.ascontiguousarray(a).view(np.uint16).astype(np.uint32) << 16
-            return bits.view(np.float32)
+            out = np.empty(a.shape, np.float32)
+            np.left_shift(a.view(np.uint16), 16, out=out.view(np.uint32),
+                          dtype=np.uint32)
+            return out
     with np.errstate(over="ignore", invalid="ignore"):
         return a.astype(dtype)

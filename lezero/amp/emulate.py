@@ -27,6 +27,7 @@ import weakref
 import numpy as np
 
 from lezero import cuda
+from lezero.backends import get_backend
 from lezero.amp.cast import Cast, promote
 from lezero.amp.convert import convert
 from lezero.amp.dtypes import is_floating, is_low
@@ -142,8 +143,11 @@ def run_in_float32(function, out_dtype, keep_dtype=None):
                     if _is_array(y) and y.dtype == _F32:
                         outs[i] = rounded[id(y)] = convert(y, out_dtype)
             sizes = [y.size for y in (outs if out_dtype is not None else xs) if _is_array(y)]
-            function._amp_rounded = _tidy(function, before, originals, rounded, keep,
-                                          min(sizes, default=0))
+            names = _tidy(function, before, originals, rounded, keep, min(sizes, default=0))
+            if names:                                # (most keep nothing rounded)
+                function._amp_rounded = tuple(names)
+        if vars(function).get("forward") is run:     # an instance serves one call: the
+            del function.forward                     # wrapper need not outlive it
         return outs[0] if single else tuple(outs)
 
     function.forward = run
@@ -203,21 +207,35 @@ def wrap_backward(function, emulate, replay=None):
     """Run ``function.backward`` (and ``backward_arrays``, where it has one) with autocast
     off (or under ``replay``, a fresh autocast hook, for ``custom_bwd`` Functions) and
     EMULATION on when ``emulate``."""
+    ref = weakref.ref(function)
     for name in ("backward", "backward_arrays"):
         if getattr(type(function), name) is not None:
-            setattr(function, name, _wrapped(function, name, emulate, replay))
+            inner = getattr(function, name)             # an earlier wrapper, or the method
+            inner = inner if type(inner) is _Backward else None
+            setattr(function, name, _Backward(ref, name, inner, emulate, replay))
 
 
-def _wrapped(function, name, emulate, replay):
-    backward, ref = method(function, name), weakref.ref(function)
+class _Backward:
+    """``function.<name>`` run as ``wrap_backward`` says.  An object with slots rather than
+    a closure: every Function an autocast region records carries one or two, kept until
+    backward, and a closure with its cells costs several times the bytes."""
 
-    def run(*gys):
-        function = ref()
+    __slots__ = ("ref", "name", "inner", "emulate", "replay")
+
+    def __init__(self, ref, name, inner, emulate, replay):
+        # ref: a weak reference to the Function (a strong one would be a cycle);
+        # inner: an earlier wrapper of the same method, else None (the class's method)
+        self.ref, self.name, self.inner = ref, name, inner
+        self.emulate, self.replay = emulate, replay
+
+    def __call__(self, *gys):
+        function = self.ref()
+        backward = self.inner or getattr(type(function), self.name).__get__(function)
         hooks = tuple(h for h in get_config().function_hooks
                       if not getattr(h, "is_autocast", False) and h is not EMULATION)
-        if replay is not None:
-            hooks += (replay.for_recompute(),)
-        if emulate:
+        if self.replay is not None:
+            hooks += (self.replay.for_recompute(),)
+        if self.emulate:
             hooks += (EMULATION,)
         with using_config("function_hooks", hooks):
             if "_amp_float32" in vars(function):
@@ -226,16 +244,16 @@ def _wrapped(function, name, emulate, replay):
                 gxs = backward(*gys)
         return _match_dtypes(function.inputs, gxs)
 
-    return run
-
 
 def prepare(function, inputs, treatment=None, autocast=None):
     """Arrange how ``function`` runs on ``inputs`` (Variables, already cast)."""
-    if isinstance(function, Cast) or "_amp_prepared" in vars(function):
+    # Already wrapped: nothing to do.  Told by getattr, not vars(), which would make a
+    # dict object for every Function of the graph (Python keeps attributes without one).
+    if isinstance(function, Cast) or getattr(function, "_amp_float32", False) \
+            or type(function.backward) is _Backward:
         return
-    function._amp_prepared = True
     arrays = [x.data for x in inputs if x.data is not None]   # None: a released input
-    on_numpy = all(isinstance(a, np.ndarray) for a in arrays)
+    on_numpy = not get_backend(*arrays).capabilities.float16     # NumPy: emulated
     floats = [a.dtype for a in arrays if is_floating(a.dtype)]
     has_low = any(is_low(d) for d in floats)
     if treatment == FLOAT32_COMPUTE:
