@@ -80,6 +80,12 @@ DYNAMIC_ZOO = {
     "yolov5n": (lambda: M.get_model("yolov5n", num_classes=3), lambda: [_f(1, 3, 64, 64)], B),
     "simclr": (lambda: M.get_model("simclr", in_channels=1, width=8, proj_dim=8),
                lambda: [_f(2, 1, 28, 28)], B),
+    # AlexNet at full width (its classifier is 58M weights) on small images: the adaptive
+    # pool makes any size from 63 pixels give the same 6x6 features.
+    "alexnet": (lambda: M.get_model("alexnet", num_classes=10), lambda: [_f(1, 3, 64, 64)], B),
+    "word2vec": (lambda: M.get_model("word2vec", vocab_size=50, embedding_dim=8),
+                 lambda: [_ids(50, 4), _ids(50, 4, seed=1), _ids(50, 4, 3, seed=2)],
+                 {f"input_{k}": {0: "batch"} for k in range(3)}),
     "ddpm_unet": (lambda: M.get_model("ddpm_unet", in_channels=1, base_channels=8,
                                       channel_mult=(1, 2)),
                   lambda: [_f(2, 1, 16, 16), np.array([3, 517])],    # t: the embedding
