@@ -83,6 +83,9 @@ DYNAMIC_ZOO = {
     # AlexNet at full width (its classifier is 58M weights) on small images: the adaptive
     # pool makes any size from 63 pixels give the same 6x6 features.
     "alexnet": (lambda: M.get_model("alexnet", num_classes=10), lambda: [_f(1, 3, 64, 64)], B),
+    # EfficientNetV2's fused MBConv blocks (EfficientNet-B0 above has the plain ones).
+    "efficientnet_v2_s": (lambda: M.get_model("efficientnet_v2_s", num_classes=5),
+                          lambda: [_f(1, 3, 32, 32)], B),
     "word2vec": (lambda: M.get_model("word2vec", vocab_size=50, embedding_dim=8),
                  lambda: [_ids(50, 4), _ids(50, 4, seed=1), _ids(50, 4, 3, seed=2)],
                  {f"input_{k}": {0: "batch"} for k in range(3)}),
