@@ -171,7 +171,10 @@ def _backward_in_float32(function, backward, gys):
     ``function`` presented in float32, then put everything back."""
     create = get_config().enable_backprop
     inputs, saved = function.inputs, {}
+    reads_low = getattr(type(function), "amp_reads_low", ())    # it lifts these itself
     for name in vars(function).get("_amp_rounded", ()):
+        if name in reads_low:
+            continue
         saved[name] = value = getattr(function, name)
         if is_low(value.dtype):
             setattr(function, name, convert(value, _F32))

@@ -141,6 +141,10 @@ class LSTMLayer(_Recurrence):
     name = "lstm"
     has_cell = True
     gates = 4
+    # Under autocast the saved gates and cell states stay float16 and bptt lifts one time
+    # step at a time (amp/emulate.py), not all at once: the float32 copies of every step
+    # made the autocast backward's peak higher than float32's.
+    amp_reads_low = ("gates", "tanh_c", "c_prev")
 
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         h0, c0 = states
@@ -175,20 +179,21 @@ class LSTMLayer(_Recurrence):
 
     def bptt(self, xp, gys, w_hh):
         gy, gh, gc = gys
-        d = xp.empty_like(self.gates)
+        d = xp.empty(self.gates.shape, dtype=gy.dtype)
         dh, dc = gh.copy(), gc.copy()
-        if self.parts > 1 and gy.dtype == d.dtype:
+        if self.parts > 1 and self.gates.dtype == d.dtype:
             gy, w_hh = np.ascontiguousarray(gy), np.ascontiguousarray(w_hh)
             lstm_parts.backward(self.gates, self.tanh_c, self.c_prev, gy, w_hh, dh, dc, d,
                                 self.steps, self.parts)
             off, bs = self.steps[0]
             xp.matmul(d[off:off + bs], w_hh, out=dh[:bs])
             return d, d, (dh, dc)
-        cell_grad = lstm_kernels.pick(self.gates)[1]
+        cell_grad = lstm_kernels.pick(d)[1]
         for off, bs in reversed(self.steps):
             sl = slice(off, off + bs)
-            cell_grad(self.gates[sl], self.tanh_c[sl], self.c_prev[sl], gy[sl], dh[:bs],
-                      dc[:bs], d[sl])
+            saved = [a[sl] if a.dtype == d.dtype else a[sl].astype(d.dtype)   # (autocast)
+                     for a in (self.gates, self.tanh_c, self.c_prev)]
+            cell_grad(*saved, gy[sl], dh[:bs], dc[:bs], d[sl])
             xp.matmul(d[sl], w_hh, out=dh[:bs])
         return d, d, (dh, dc)
 
