@@ -64,6 +64,8 @@ setup(
         "scikit-learn>=1.3",   # ships the real handwritten-digits data used by the demo
         "tqdm>=4.60",
         "threadpoolctl>=3",     # single-threaded BLAS inside batch-split convolutions
+        # Intel MKL's sgemm and AMX/VNNI int8 GEMM (lezero.runtime.mkl); elsewhere NumPy's
+        "mkl>=2024; platform_machine == 'x86_64' and sys_platform == 'linux'",
         "Pillow>=9",
         "matplotlib>=3.7",
     ],

@@ -8,7 +8,8 @@
 Modules, bottom up: ``variables`` (the environment variables LeZero reads), ``openblas``
 (NumPy's OpenBLAS by symbol: its threads' spin, its sgemm), ``lazyjit`` (Numba imported
 on first use; ``@jit`` kernels), ``settings`` (the policy: every threshold and setting),
-``blas`` (the threadpoolctl controller, the one-thread guard, small products), ``waits``
+``blas`` (the threadpoolctl controller, the one-thread guard, small products), ``mkl``
+(Intel MKL by ctypes, sequential), ``gemm`` (products on MKL split over threads), ``waits``
 (atomic counters; spin briefly, then sleep), ``workers`` (the worker threads and their
 join), ``scheduler`` (``run_parts`` and the splits built on it), ``adaptive`` (a split
 kept only while measured faster), ``products`` (two products at once), ``budget`` (the
@@ -32,7 +33,8 @@ from lezero.runtime.adaptive import Faster, SplitWhenFaster, run_meeting, run_up
 # chunks, attention's heads): NumPy's sgemm and the bounded barrier, as kernel arguments
 # and callees.  ``kernels/`` reaches the runtime only through these public names.
 from lezero.runtime.blas import is_small  # noqa: E402
-from lezero.runtime.openblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm  # noqa: E402
+from lezero.runtime.openblas import NO_TRANS, ROW_MAJOR, TRANS  # noqa: E402
+from lezero.runtime.gemm import sgemm  # noqa: E402
 from lezero.runtime.waits import arrive_and_wait, sleep_available  # noqa: E402
 from lezero.runtime import settings as _settings  # noqa: E402
 from lezero.runtime import budget  # noqa: E402,F401

@@ -6,8 +6,9 @@ thread.
   once (5 us against threadpoolctl's ``limit`` at 25).
 * ``one_blas_thread()``: the same, unless ``lz.Config.small_gemm_one_thread`` is off --
   for a block of small products (the steps of a recurrent layer).
-* ``matmul(a, b)``: a product below ``policy.small_flops`` runs on one thread.  OpenBLAS
-  threads a GEMM once it passes a few hundred thousand multiply-adds; for a small one the
+* ``matmul(a, b)``: on Intel MKL where the ``mkl`` wheel is installed
+  (``lezero.runtime.gemm``); else a product below ``policy.small_flops`` runs on one
+  thread.  OpenBLAS threads a GEMM once it passes a few hundred thousand multiply-adds; for a small one the
   fork and join cost more than they save, and on a busy machine the join waits for a
   helper thread that has no core.  One thread may round differently (OpenBLAS can block
   the summed axis differently).
@@ -23,7 +24,7 @@ from lezero.core import get_config
 from lezero.runtime.settings import policy
 
 __all__ = ["controller", "held_to_one_thread", "one_blas_thread", "limit_all", "is_small",
-           "matmul", "matmul_ref"]
+           "matmul", "matmul_ref", "matmul_nd"]
 
 _found = {}
 
@@ -38,7 +39,8 @@ def controller():
         except Exception:
             _found["all"] = None
         libs = _found["all"].select(user_api="blas").lib_controllers if _found["all"] else []
-        _found["blas"] = list(libs)
+        # MKL on its sequential layer (lezero.runtime.mkl) has no threads to hold
+        _found["blas"] = [c for c in libs if getattr(c, "threading_layer", "") != "sequential"]
     return _found["all"]
 
 
@@ -85,11 +87,40 @@ def matmul_ref(a, b):
     return a @ b
 
 
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_gemm = []          # lezero.runtime.gemm, imported on first use (it imports this module)
+
+
 def matmul(a, b):
-    """``a @ b`` for 2-D arrays, on one BLAS thread when the product is small."""
-    if type(a) is np.ndarray and a.ndim == 2 and b.ndim == 2 \
-            and is_small(a.shape[0], a.shape[1], b.shape[1]) \
-            and get_config().small_gemm_one_thread:
-        with held_to_one_thread():
-            return a @ b
+    """``a @ b`` for 2-D arrays: on MKL where it is available (``lezero.runtime.gemm``),
+    else NumPy's, on one BLAS thread when the product is small."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
+        if a.dtype == b.dtype and a.dtype in _FLOATS and policy.gemm == "mkl":
+            if _mkl_gemm() is not None:
+                y = _mkl_gemm().product(a, b)
+                if y is not None:
+                    return y
+        if is_small(a.shape[0], a.shape[1], b.shape[1]) and get_config().small_gemm_one_thread:
+            with held_to_one_thread():
+                return a @ b
     return a @ b
+
+
+def _mkl_gemm():
+    if not _gemm:
+        from lezero.runtime import gemm, mkl
+        _gemm.append(gemm if mkl.library() is not None else None)
+    return _gemm[0]
+
+
+def matmul_nd(xp, a, b, out=None):
+    """``xp.matmul(a, b, out=out)`` for stacks of matrices (the convolutions' products): on
+    MKL for float NumPy arrays where it is available (``lezero.runtime.gemm.stacked``),
+    else ``xp``'s own."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype \
+            and a.dtype in _FLOATS and policy.gemm == "mkl" \
+            and (out is None or type(out) is np.ndarray) and _mkl_gemm() is not None:
+        y = _mkl_gemm().stacked(a, b, out)
+        if y is not None:
+            return y
+    return xp.matmul(a, b, out=out)

@@ -35,6 +35,7 @@ def matmul_pair(a1, b1, a2, b2):
     """``(a1 @ b1, a2 @ b2)`` for 2-D arrays: at once on two threads where ``pairs`` says
     so, else one after the other (``matmul``: small ones on one thread)."""
     if pairs(a1, b1, a2, b2):
-        first, second = run_parts(lambda i: a1 @ b1 if i == 0 else a2 @ b2, 2)
+        # matmul: MKL's where available (one call per part), else NumPy's on one thread
+        first, second = run_parts(lambda i: matmul(a1, b1) if i == 0 else matmul(a2, b2), 2)
         return first, second
     return matmul(a1, b1), matmul(a2, b2)

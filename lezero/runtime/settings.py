@@ -118,6 +118,8 @@ _DEFINITIONS = (
     ("split_window", 3, "timings an adaptive split keeps per way"),
     # -- BLAS (lezero.runtime.blas)
     ("small_flops", 8e6, "products below this many flops run on one BLAS thread"),
+    ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
+    ("gemm_min_part_rows", 32, "rows per part before a product is cut by columns (MKL)"),
     # -- waits (lezero.runtime.workers, lezero.runtime.waits)
     ("spin_reads", 1 << 18, "atomic reads a join spins (~0.1 ms) before it sleeps"),
     ("meet_spin_reads", 1 << 19, "reads a meeting of chunks spins (~0.2 ms) before it sleeps"),
@@ -133,6 +135,11 @@ _DEFINITIONS = (
 for _entry in _DEFINITIONS:
     policy.define(*_entry)
 policy.define("profile", "default", "'default' (the measured policy) or 'serial'")
+_gemm = (variables.getenv("LEZERO_GEMM") or "").strip().lower()
+policy.define("gemm", _gemm if _gemm in ("mkl", "numpy") else "mkl",
+              "'mkl': float and int8 products on Intel MKL where the mkl wheel is "
+              "installed (lezero.runtime.mkl); 'numpy': NumPy's BLAS",
+              "env: LEZERO_GEMM" if _gemm in ("mkl", "numpy") else "default")
 
 
 class _State:

@@ -12,6 +12,7 @@ from lezero.kernels import conv_direct as direct_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
+from lezero.runtime.blas import matmul_nd
 
 
 def _as_4d(a, nd):
@@ -75,7 +76,7 @@ class Direct(Algorithm):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):
             return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape)
-        y = xp.matmul(w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
+        y = matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
         return y.reshape(prob.y_shape)
 
     def grad_input(self, gy, w, prob, cache):
@@ -84,7 +85,7 @@ class Direct(Algorithm):
             return self._taps(direct_kernels.direct_grad_input, gy, w, prob, prob.x_shape)
         G = g.groups
         w2 = w.reshape(G, w.shape[0] // G, -1)
-        gs = xp.matmul(w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
+        gs = matmul_nd(xp, w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
         gs = gs.reshape((prob.batch, prob.in_channels) + g.out_size)
         if all(s == 1 for s in g.stride) and gs.shape[2:] == g.in_size:
             return gs
@@ -103,7 +104,7 @@ class Direct(Algorithm):
                               zeroed=True)
         xs = self._sampled(x, prob)
         gy4 = gy.reshape(prob.batch, g.groups, -1, g.out_volume)
-        gw = xp.matmul(gy4, xs.transpose(0, 1, 3, 2)).sum(axis=0)
+        gw = matmul_nd(xp, gy4, xs.transpose(0, 1, 3, 2)).sum(axis=0)
         return gw.reshape(prob.w_shape)
 
     # -- tap loop (1-D and 2-D) --

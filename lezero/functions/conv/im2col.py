@@ -24,6 +24,7 @@ from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, cached, reserve_for_backward, scratch,
                                              store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
+from lezero.runtime.blas import matmul_nd
 
 
 def as_5d(a):
@@ -118,10 +119,10 @@ class Im2col(Algorithm):
         w3 = w.reshape(G, M, kdim)
         y = xp.empty(prob.y_shape, dtype=x.dtype)
         if per_sample(prob):
-            xp.matmul(w3, col.transpose(2, 0, 1, 3), out=y.reshape(N, G, M, L))
+            matmul_nd(xp, w3, col.transpose(2, 0, 1, 3), out=y.reshape(N, G, M, L))
             return y
         prod = scratch("gemm", (G, M, N * L), x.dtype, xp)
-        xp.matmul(w3, col.reshape(G, kdim, N * L), out=prod)
+        matmul_nd(xp, w3, col.reshape(G, kdim, N * L), out=prod)
         y.reshape(N, G * M, L)[...] = prod.reshape(G * M, N, L).transpose(1, 0, 2)
         return y
 
@@ -132,10 +133,10 @@ class Im2col(Algorithm):
         wt = w.reshape(G, M, kdim).transpose(0, 2, 1)
         gcol = scratch("col", (G, kdim, N, L), gy.dtype, xp)
         if per_sample(prob):
-            xp.matmul(wt, gy.reshape(N, G, M, L), out=gcol.transpose(2, 0, 1, 3))
+            matmul_nd(xp, wt, gy.reshape(N, G, M, L), out=gcol.transpose(2, 0, 1, 3))
         else:
             gyt = channels_first(gy).reshape(G, M, N * L)
-            xp.matmul(wt, gyt, out=gcol.reshape(G, kdim, N * L))
+            matmul_nd(xp, wt, gyt, out=gcol.reshape(G, kdim, N * L))
         return col2im(gcol.reshape(G * kdim, N, L), prob.geom, prob.x_shape, gy.dtype)
 
     def grad_weight(self, x, gy, prob, cache):
@@ -146,11 +147,11 @@ class Im2col(Algorithm):
         if per_sample(prob):
             # (N, G, kdim, M) products, summed over the batch
             parts = scratch("gw_parts", (N, G, kdim, M), x.dtype, xp)
-            xp.matmul(col.transpose(2, 0, 1, 3), gy.reshape(N, G, M, L).transpose(0, 1, 3, 2),
-                      out=parts)
+            matmul_nd(xp, col.transpose(2, 0, 1, 3),
+                      gy.reshape(N, G, M, L).transpose(0, 1, 3, 2), out=parts)
             return parts.sum(axis=0).transpose(0, 2, 1).reshape(prob.w_shape)
         gyt = channels_first(gy).reshape(G, M, N * L)
-        gw = xp.matmul(gyt, col.reshape(G, kdim, N * L).transpose(0, 2, 1))
+        gw = matmul_nd(xp, gyt, col.reshape(G, kdim, N * L).transpose(0, 2, 1))
         return gw.reshape(prob.w_shape)
 
     # -- cost model --

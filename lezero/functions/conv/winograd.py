@@ -20,6 +20,7 @@ from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, cached, keep_within_budget,
                                              reserve_for_backward, scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
+from lezero.runtime.blas import matmul_nd
 
 _MATS = {}
 
@@ -121,7 +122,7 @@ class Winograd(Algorithm):
         u = self._filter(w, prob, cache)
         v = self._input(x, prob, cache, keep=True)
         prod = scratch("wino_M", (self.alpha ** 2, w.shape[0], v.shape[2]), x.dtype, xp)
-        xp.matmul(u, v, out=prod)
+        matmul_nd(xp, u, v, out=prod)
         y = xp.zeros(prob.y_shape, dtype=x.dtype)
         AT, _, _ = matrices(self.m, x.dtype, xp)
         winograd_kernels.tiles_out(prod, AT, y, self.m, 0, 0, th, tw)
@@ -133,7 +134,7 @@ class Winograd(Algorithm):
         u = self._filter(w, prob, cache)
         gt = self._grad_out(gy, prob, cache)
         prod = scratch("wino_M", (self.alpha ** 2, w.shape[1], gt.shape[2]), gy.dtype, xp)
-        xp.matmul(u.transpose(0, 2, 1), gt, out=prod)
+        matmul_nd(xp, u.transpose(0, 2, 1), gt, out=prod)
         gx = xp.zeros(prob.x_shape, dtype=gy.dtype)
         _, _, BT = matrices(self.m, gy.dtype, xp)
         py, px = prob.geom.pad_lo
@@ -144,7 +145,7 @@ class Winograd(Algorithm):
         xp = xp_of(x)
         v = self._input(x, prob, cache, keep=False)
         gt = self._grad_out(gy, prob, cache)
-        mw = xp.matmul(gt, v.transpose(0, 2, 1))           # (alpha^2, Cout, Cin)
+        mw = matmul_nd(xp, gt, v.transpose(0, 2, 1))           # (alpha^2, Cout, Cin)
         return filter_transform_adjoint(mw, matrices(self.m, x.dtype, xp)[1])
 
     # -- cost model --

@@ -1,0 +1,101 @@
+"""Float products on MKL: one sequential MKL call per part, the parts on LeZero's threads.
+
+``product(a, b)`` is what ``blas.matmul`` runs where MKL is available (``mkl.available()``),
+``stacked(a, b, out)`` what ``blas.matmul_nd`` runs for stacks of matrices (the
+convolutions' per-group, per-tile or per-sample products).  A product below
+``policy.small_flops`` is one call on this thread (MKL needs no guard to stay on one
+thread, unlike OpenBLAS).  A larger one is cut into up to ``threads()`` parts of at
+least ``policy.gemm_min_part_flops``: a stack by its matrices, one matrix by row blocks
+of ``a`` when it has enough rows (``policy.gemm_min_part_rows`` per part), else by column
+blocks of ``b``; each part writes its block of the one output array, so nothing is copied
+or joined.  Inside a split kernel's part (``serial_only()``) it is always one call.
+``sgemm()`` is the C function the kernels that multiply inside Numba code call.
+"""
+import math
+
+import numpy as np
+
+from lezero.runtime import mkl, openblas
+from lezero.runtime.blas import is_small
+from lezero.runtime.scheduler import run_parts, split, threads_for
+from lezero.runtime.settings import policy
+
+__all__ = ["product", "stacked", "blocks", "sgemm"]
+
+
+def sgemm():
+    """The ``cblas_sgemm`` that Numba kernels call (a ctypes function, taken as an
+    argument): MKL's where ``mkl.available()``, else NumPy's OpenBLAS's; None without
+    either."""
+    return mkl.library().cblas_sgemm if mkl.available() else openblas.sgemm()
+
+
+def blocks(m, k, n):
+    """``("rows" | "cols", [(start, stop), ...])``: how ``product`` cuts an (m, k) @ (k, n)
+    product (one block: no split)."""
+    if is_small(m, k, n):
+        return "rows", [(0, m)]
+    by_rows = m >= 2 * policy.gemm_min_part_rows
+    parts = threads_for(m if by_rows else n, 2.0 * m * k * n, policy.gemm_min_part_flops)
+    return ("rows" if by_rows else "cols"), split(m if by_rows else n, parts)
+
+
+def _into(a, b, out):
+    """``out[...] = a @ b`` for one matrix, split as ``blocks`` says."""
+    how, ranges = blocks(a.shape[0], a.shape[1], b.shape[1])
+    if len(ranges) == 1:
+        mkl.gemm(a, b, out)
+    elif how == "rows":
+        run_parts(lambda i: mkl.gemm(a[slice(*ranges[i])], b, out[slice(*ranges[i])]),
+                  len(ranges))
+    else:
+        run_parts(lambda i: mkl.gemm(a, b[:, slice(*ranges[i])], out[:, slice(*ranges[i])]),
+                  len(ranges))
+    return out
+
+
+def product(a, b):
+    """``a @ b`` for 2-D float32/float64 NumPy arrays of one dtype on MKL, or None when an
+    operand has no unit stride (the caller runs NumPy then)."""
+    if mkl.operand(a, "a") is None or mkl.operand(b, "b") is None:
+        return None
+    return _into(a, b, np.empty((a.shape[0], b.shape[1]), a.dtype))
+
+
+def stacked(a, b, out=None):
+    """``numpy.matmul(a, b, out=out)`` for float32/float64 arrays of two or more dims
+    (leading axes broadcast) on MKL, or None where MKL cannot read them as they lie (no
+    unit stride in a matrix, an ``out`` of another shape or dtype): NumPy runs them then."""
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
+        return None
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if out is None:
+        out = np.empty(lead + (m, n), a.dtype)
+    elif out.shape != lead + (m, n) or out.dtype != a.dtype:
+        return None
+    count = math.prod(lead)
+    if count == 0:
+        return out
+    A = np.broadcast_to(a, lead + (m, k))
+    B = np.broadcast_to(b, lead + (k, n))
+    first = (0,) * len(lead)
+    if mkl.operand(A[first], "a") is None or mkl.operand(B[first], "b") is None \
+            or out[first].strides[-1] != out.itemsize:
+        return None
+    if count == 1:
+        _into(A[first], B[first], out[first])
+        return out
+    index = list(np.ndindex(*lead))
+    parts = threads_for(count, 2.0 * count * m * k * n, policy.gemm_min_part_flops)
+    if parts == 1 or is_small(count * m, k, n):
+        for i in index:
+            mkl.gemm(A[i], B[i], out[i])
+        return out
+    ranges = split(count, parts)
+
+    def part(p):
+        for i in index[slice(*ranges[p])]:
+            mkl.gemm(A[i], B[i], out[i])
+    run_parts(part, parts)
+    return out

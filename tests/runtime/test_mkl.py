@@ -1,0 +1,142 @@
+"""Intel MKL's products (lezero.runtime.mkl, lezero.runtime.gemm): the same numbers as
+NumPy's, every layout MKL reads without a copy, the checks that stand before its raw
+pointers, and ``blas.matmul``'s routing and split."""
+import numpy as np
+import pytest
+
+from lezero.runtime import blas, gemm, mkl, policy
+
+pytestmark = pytest.mark.skipif(mkl.library() is None, reason="the mkl wheel is not installed")
+
+
+def _layouts(rng, m, k, dtype):
+    """(name, array) of an (m, k) operand: C order, transposed F order, a row-strided view."""
+    c = rng.standard_normal((m, k)).astype(dtype)
+    f = np.asfortranarray(c)
+    wide = rng.standard_normal((m, k + 3)).astype(dtype)
+    return [("c", c), ("f", f), ("rows", wide[:, 1:k + 1])]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemm_every_layout_matches_numpy(dtype):
+    rng = np.random.default_rng(0)
+    tol = dict(rtol=2e-5, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
+    for an, a in _layouts(rng, 37, 50, dtype):
+        for bn, b in _layouts(rng, 50, 29, dtype):
+            out = np.full((37, 29), np.nan, dtype)
+            mkl.gemm(a, b, out)
+            np.testing.assert_allclose(out, a @ b, **tol, err_msg=f"{an} @ {bn}")
+            mkl.gemm(a, b, out, accumulate=True)
+            np.testing.assert_allclose(out, 2 * (a @ b), **tol, err_msg=f"{an} @ {bn} +=")
+
+
+def test_gemm_writes_into_a_column_block():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 12)).astype(np.float32)
+    out = np.zeros((8, 12), np.float32)
+    mkl.gemm(a, b[:, 4:9], out[:, 4:9])
+    np.testing.assert_allclose(out[:, 4:9], a @ b[:, 4:9], rtol=1e-5, atol=1e-5)
+    assert not out[:, :4].any() and not out[:, 9:].any()     # nothing outside the block
+
+
+def test_gemm_empty_and_zero_inner():
+    out = np.ones((3, 4), np.float32)
+    mkl.gemm(np.zeros((3, 0), np.float32), np.zeros((0, 4), np.float32), out)
+    assert not out.any()
+    mkl.gemm(np.zeros((0, 5), np.float32), np.zeros((5, 4), np.float32),
+             np.zeros((0, 4), np.float32))
+
+
+@pytest.mark.parametrize("case, message", [
+    (lambda: (np.ones((2, 3), np.float32), np.ones((3, 4), np.float64),
+              np.empty((2, 4), np.float32)), "float32 or float64"),
+    (lambda: (np.ones((2, 3), np.float32), np.ones((4, 4), np.float32),
+              np.empty((2, 4), np.float32)), "inner dimensions"),
+    (lambda: (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32),
+              np.empty((2, 5), np.float32)), "out must be"),
+    (lambda: (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32),
+              np.empty((2, 4), np.float64)), "out must be"),
+    (lambda: (np.ones((2, 3), np.float32), np.ones((3, 4), np.float32),
+              np.empty((4, 2), np.float32).T), "out must be"),
+    (lambda: (np.ones((4, 6), np.float32)[::2, ::2], np.ones((3, 4), np.float32),
+              np.empty((2, 4), np.float32)), "no unit stride"),
+    (lambda: (np.ones(3, np.float32), np.ones((3, 4), np.float32),
+              np.empty((1, 4), np.float32)), "2-D"),
+])
+def test_gemm_refuses_what_mkl_would_misread(case, message):
+    a, b, out = case()
+    with pytest.raises(ValueError, match=message):
+        mkl.gemm(a, b, out)
+
+
+def test_gemm_refuses_a_read_only_out():
+    out = np.empty((2, 4), np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        mkl.gemm(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32), out)
+
+
+@pytest.mark.parametrize("shape", [(300, 576, 64), (5, 1000, 33), (1, 8, 1)])
+def test_int8_gemm_is_exact(shape):
+    m, k, n = shape
+    rng = np.random.default_rng(2)
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    out = np.empty((m, n), np.int32)
+    mkl.gemm_u8s8s32(a, w, out)
+    np.testing.assert_array_equal(out, a.astype(np.int64) @ w.T.astype(np.int64))
+
+
+def test_int8_gemm_checks_its_operands():
+    a, w = np.zeros((4, 8), np.uint8), np.zeros((3, 8), np.int8)
+    out = np.empty((4, 3), np.int32)
+    with pytest.raises(ValueError, match="uint8"):
+        mkl.gemm_u8s8s32(a.astype(np.int8), w, out)
+    with pytest.raises(ValueError, match="differ in k"):
+        mkl.gemm_u8s8s32(a, np.zeros((3, 7), np.int8), out)
+    with pytest.raises(ValueError, match="int32"):
+        mkl.gemm_u8s8s32(a, w, out.astype(np.int64))
+    with pytest.raises(ValueError, match="out must be"):
+        mkl.gemm_u8s8s32(a, w, np.empty((3, 4), np.int32))
+    with pytest.raises(ValueError, match="unit stride"):
+        mkl.gemm_u8s8s32(np.zeros((8, 4), np.uint8).T, w, out)
+
+
+def test_blocks_cut_rows_then_columns(threaded):
+    with policy.using(threads=2, gemm_min_part_flops=1.0, gemm_min_part_rows=32,
+                      small_flops=0.0):
+        assert gemm.blocks(256, 768, 768) == ("rows", [(0, 128), (128, 256)])
+        assert gemm.blocks(4, 768, 3072) == ("cols", [(0, 1536), (1536, 3072)])
+    with policy.using(small_flops=1e12):
+        assert gemm.blocks(256, 768, 768) == ("rows", [(0, 256)])
+
+
+@pytest.mark.parametrize("shape", [(256, 300, 200), (4, 300, 1000), (7, 5, 3)])
+def test_matmul_routes_to_mkl_and_matches_numpy(monkeypatch, threaded, shape):
+    m, k, n = shape
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    calls = []
+    real = mkl.gemm
+    monkeypatch.setattr(mkl, "gemm", lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    with policy.using(gemm="mkl", small_flops=1e5, gemm_min_part_flops=1e4, threads=2):
+        y = blas.matmul(a, w.T)
+        parts = len(gemm.blocks(m, k, n)[1])
+    np.testing.assert_allclose(y, a @ w.T, rtol=2e-5, atol=2e-4)
+    assert len(calls) == parts and parts == (1 if m * n < 100 else 2)
+    calls.clear()
+    with policy.using(gemm="numpy"):
+        np.testing.assert_allclose(blas.matmul(a, w.T), a @ w.T, rtol=2e-5, atol=2e-4)
+    assert not calls
+
+
+def test_matmul_leaves_other_dtypes_and_strides_to_numpy(monkeypatch):
+    monkeypatch.setattr(mkl, "gemm", lambda *a, **k: pytest.fail("MKL was called"))
+    ints = np.arange(12).reshape(3, 4)
+    np.testing.assert_array_equal(blas.matmul(ints, ints.T), ints @ ints.T)
+    x = np.ones((8, 8), np.float32)[::2, ::2]
+    np.testing.assert_array_equal(blas.matmul(x, x), x @ x)
+    np.testing.assert_array_equal(blas.matmul(x.astype(np.float16), x.astype(np.float16)),
+                                  (x @ x).astype(np.float16))
