@@ -21,14 +21,15 @@ instead of a second activation-sized array held for the whole step.  Backward ha
 
 Layer and RMS norm on NumPy arrays run both passes as Numba kernels
 (``lezero.kernels.layernorm``: one read of x per pass instead of about fifteen array
-passes, and no saved ``xhat``); this array code is their reference.
+passes, and no saved ``xhat``), and so do batch norm's per-channel statistics
+(``lezero.kernels.batchnorm``); this array code is their reference.
 """
 import math
 
 import numpy as np
 
 from lezero import kernels
-from lezero.kernels import layernorm
+from lezero.kernels import batchnorm, layernorm
 from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.functions.reduction import sum as _sum
@@ -57,6 +58,7 @@ class Normalize(Function):
         # RMS norm): the Numba kernel in lezero.kernels.layernorm can run it.
         self.trailing = trailing
         self.use_kernel = False
+        self.channel_kernel = False     # batch norm's statistics on lezero.kernels.batchnorm
         # PyTorch's batch/instance norm: with eps == 0 a zero variance gives rstd 0 (an
         # output of 0), where layer and group norm give 1 / sqrt(0) = inf (NaN).
         self.zero_var_rstd = zero_var_rstd and eps == 0
@@ -72,6 +74,12 @@ class Normalize(Function):
         if self.use_kernel:
             w, b = self._kernel_params(x, weight, bias)
             y, self.mean, self.rstd = layernorm.layer_norm(x, w, b, self.eps, self.center)
+            return y
+        self.channel_kernel = self._per_channel(x)
+        if self.channel_kernel:                 # batch norm's statistics: lezero.kernels
+            w, b = self._kernel_params(x, weight, bias)
+            y, *stats = batchnorm.batch_norm(x, w, b, self.eps, self.zero_var_rstd)
+            self.mean, self.var, self.rstd = (s.reshape(self.param_shape) for s in stats)
             return y
         with np.errstate(divide="ignore", invalid="ignore"):
             # a NaN/inf row, or a constant one with eps=0, gives NaN (PyTorch's result)
@@ -105,6 +113,13 @@ class Normalize(Function):
         if bias is not None:
             y += bias.reshape(self.param_shape)
         return y
+
+    def _per_channel(self, x):
+        """True for statistics per channel of (N, C, ...) that the batch-norm kernel takes."""
+        return (self.center and self.view is None and x.ndim >= 3
+                and self.axes == (0,) + tuple(range(2, x.ndim))
+                and self.param_shape == (1, x.shape[1]) + (1,) * (x.ndim - 2)
+                and batchnorm.usable(x))
 
     def _kernel_params(self, x, weight, bias):
         """The kernel always applies weight and bias: ones and zeros stand in for absent
@@ -143,6 +158,8 @@ class Normalize(Function):
     def _array_backward(self, gy):
         if self.use_kernel:
             return self._kernel_backward(gy)
+        if self.channel_kernel and batchnorm.usable(gy):
+            return self._channel_backward(gy)
         xhat = self._xhat()
         grads = self._param_grads(gy, xhat, sum_to_array, lambda a, s: a.reshape(s))
         gx = None
@@ -171,9 +188,21 @@ class Normalize(Function):
         return xhat.reshape(x.shape)
 
     def _kernel_backward(self, gy):
+        """Layer/RMS norm's gradients on the kernel (``use_kernel``)."""
         x = self.inputs[0].data
         w, _ = self._kernel_params(x, self.inputs[1].data if self.has_weight else None, None)
-        gx, gw, gb = layernorm.layer_norm_grad(x, gy, w, self.mean, self.rstd, self.center)
+        return self._kernel_grads(*layernorm.layer_norm_grad(x, gy, w, self.mean, self.rstd,
+                                                             self.center))
+
+    def _channel_backward(self, gy):
+        """Batch norm's gradients on the kernel (``channel_kernel``)."""
+        x = self.inputs[0].data
+        w, _ = self._kernel_params(x, self.inputs[1].data if self.has_weight else None, None)
+        return self._kernel_grads(*batchnorm.batch_norm_grad(
+            x, gy, w, self.mean.reshape(-1), self.rstd.reshape(-1), self.needs_input_grad[0]))
+
+    def _kernel_grads(self, gx, gw, gb):
+        """(gx, [gweight], [gbias]) from a kernel's three, None where none is needed."""
         grads = [gx if self.needs_input_grad[0] else None]
         for idx, g in enumerate([gw] * self.has_weight + [gb] * self.has_bias, start=1):
             grads.append(g if self.needs_input_grad[idx] else None)
