@@ -19,6 +19,10 @@ Three pieces, all acting on one Function *instance* (an instance serves one call
   returns each gradient in its input's dtype.  A backward whose forward ran in float32
   sees float32 copies of its inputs, upstream gradients and rounded saved arrays, so it
   also computes in float32 and only its results are rounded.
+* A Function class with ``amp_saves_low`` (the fused LSTM) is told the low dtype
+  (``amp_saved_dtype``) and keeps its saved arrays in it as it produces them, and its
+  backward gets its low inputs and upstream gradients as they are and lifts what it reads
+  a piece at a time: no float32 copy of them all exists at once.
 * ``EMULATION`` is a FunctionHook that applies the first to every Function a backward
   calls (and, under ``create_graph``, the second), so backward's matmuls run in float32 too.
 """
@@ -121,6 +125,10 @@ def run_in_float32(function, out_dtype, keep_dtype=None):
     float32 but keeps input-sized arrays in its input's dtype."""
     forward, ref = method(function, "forward"), weakref.ref(function)
     keep = out_dtype if keep_dtype is None else keep_dtype
+    if keep is not None and is_low(keep) and getattr(type(function), "amp_saves_low", False):
+        # It rounds what it keeps itself, as it produces it (the fused LSTM, a step at a
+        # time): no float32 copy of its saved arrays ever exists beside the rounded one.
+        function.amp_saved_dtype = np.dtype(keep)
 
     def run(*xs):
         function = ref()
@@ -171,16 +179,17 @@ def _backward_in_float32(function, backward, gys):
     ``function`` presented in float32, then put everything back."""
     create = get_config().enable_backprop
     inputs, saved = function.inputs, {}
-    reads_low = getattr(type(function), "amp_reads_low", ())    # it lifts these itself
     for name in vars(function).get("_amp_rounded", ()):
-        if name in reads_low:
-            continue
         saved[name] = value = getattr(function, name)
         if is_low(value.dtype):
             setattr(function, name, convert(value, _F32))
-    function.inputs = [_up(x, create) for x in inputs]
+    # One that keeps its saved arrays low itself (amp_saves_low) also lifts its inputs
+    # and upstream gradients itself, a piece at a time.
+    lifts = vars(function).get("amp_saved_dtype") is None
+    if lifts:
+        function.inputs = [_up(x, create) for x in inputs]
     try:
-        return backward(*[_up(g, create) for g in gys])
+        return backward(*[_up(g, create) for g in gys] if lifts else gys)
     finally:
         function.inputs = inputs
         for name, value in saved.items():

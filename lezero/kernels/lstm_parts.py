@@ -103,6 +103,30 @@ def _backward_part(gemm, k, meeting, spins, gates, tanh_c, c_prev, gy, w_hh, dh,
                            c_prev[q, j0:j1], dh[n, j0:j1], dc[n, j0:j1], gy[q, j0:j1])
 
 
+@jit(cache=True, nogil=True)
+def _add_tn(gemm, d, a, acc):
+    gemm(ROW_MAJOR, TRANS, NO_TRANS, acc.shape[0], acc.shape[1], d.shape[0], np.float32(1.0),
+         d.ctypes.data, d.shape[1], a.ctypes.data, a.shape[1], np.float32(1.0),
+         acc.ctypes.data, acc.shape[1])
+
+
+def add_tn(d, a, acc):
+    """``acc += d.T @ a`` without a temporary the size of ``acc``: one BLAS product with
+    beta 1 where float32 C-contiguous NumPy arrays and ``sgemm`` allow, else NumPy's.
+    The LSTM layer under autocast sums its weight gradients over chunks of time steps
+    this way.  ``d`` (R, M), ``a`` (R, N), ``acc`` (M, N)."""
+    if not (d.ndim == a.ndim == acc.ndim == 2 and d.shape[0] == a.shape[0]
+            and acc.shape == (d.shape[1], a.shape[1])):
+        raise ValueError(f"lstm_parts.add_tn: need d (R, M), a (R, N), acc (M, N), got "
+                         f"{d.shape}, {a.shape}, {acc.shape}")
+    gemm = sgemm() if enabled(d, a, acc) else None
+    if gemm is None or not all(x.dtype == np.float32 and x.flags.c_contiguous
+                               for x in (d, a, acc)):
+        acc += d.T @ a
+    elif d.size and acc.size:
+        _add_tn(gemm, d, a, acc)
+
+
 def _steps(steps):
     offs = np.array([off for off, _ in steps], dtype=np.int64)
     return offs, np.array([bs for _, bs in steps], dtype=np.int64)
@@ -151,18 +175,31 @@ def _weight_parts(w_hh, bounds):
     return out
 
 
-def forward(gates, w_hh, h, c, steps, parts, saved):
+def weight_parts(w_hh, parts):
+    """``forward``'s per-chunk copy of ``w_hh``, for a caller that runs the same weights
+    through several ``forward`` calls (the LSTM layer under autocast, a chunk of steps
+    at a time) and would otherwise copy them once per call."""
+    return _weight_parts(w_hh, chunks(w_hh.shape[1], parts))
+
+
+def forward(gates, w_hh, h, c, steps, parts, saved, w_parts=None):
     """The serial loop's effects, over ``parts`` threads: ``gates`` (rows, 4H) activated
     in place; ``h`` and ``c`` (B, H) advanced to the last state; ``saved`` = (c_prev,
     tanh_c, y, h_prev), each (rows, H), filled.  ``steps``: (offset, batch size) pairs in
-    the order to run them."""
+    the order to run them.  ``w_parts``: ``weight_parts(w_hh, parts)``, made here if None."""
     _check("lstm_parts.forward", [("gates", gates)] + list(zip(
         ("c_prev", "tanh_c", "y", "h_prev"), saved)), [("h", h), ("c", c)], w_hh, steps,
         parts, ())
     bounds = chunks(w_hh.shape[1], parts)
     hbuf = np.empty((2,) + h.shape, dtype=h.dtype)
     hbuf[0] = h
-    w_parts = _weight_parts(w_hh, bounds)
+    if w_parts is None:
+        w_parts = _weight_parts(w_hh, bounds)
+    elif not (isinstance(w_parts, np.ndarray) and w_parts.dtype == np.float32
+              and w_parts.flags.c_contiguous and w_parts.shape == (
+                  parts, 4 * int(np.max(np.diff(bounds))), w_hh.shape[1])):
+        raise ValueError(f"lstm_parts.forward: w_parts must be weight_parts(w_hh, {parts}), "
+                         f"got {getattr(w_parts, 'shape', type(w_parts).__name__)}")
     hw = np.empty((parts, h.shape[0] * w_parts.shape[1]), dtype=h.dtype)
     offs, sizes = _steps(steps)
     gemm = sgemm()

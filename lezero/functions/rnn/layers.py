@@ -17,6 +17,13 @@ their last state (which becomes ``h_n``) and no work is done on padding; running
 steps in reverse order gives the backward direction of a bidirectional layer with the
 same rule.  Gate order and weight layout are PyTorch's (LSTM i, f, g, o; GRU r, z, n).
 
+Under autocast on NumPy (float16 or bfloat16 emulated: ``amp/emulate.py``) the LSTM
+computes in float32 but keeps what its backward reads in the low dtype, and never holds a
+float32 array of every time step: it runs about ``AMP_CHUNKS`` chunks of consecutive
+steps, each with its input projection and saved arrays in float32 scratch rounded into the
+low-precision arrays once the chunk is done; its backward goes chunk by chunk in reverse,
+summing the weight gradients over the chunks.
+
 The first-order gradient is exact.  These layers are not twice differentiable: when a
 graph of the gradient is recorded (``create_graph=True``), differentiating it again
 through a fused layer raises an error instead of silently giving zero.
@@ -141,41 +148,81 @@ class LSTMLayer(_Recurrence):
     name = "lstm"
     has_cell = True
     gates = 4
-    # Under autocast the saved gates and cell states stay float16 and bptt lifts one time
-    # step at a time (amp/emulate.py), not all at once: the float32 copies of every step
-    # made the autocast backward's peak higher than float32's.
-    amp_reads_low = ("gates", "tanh_c", "c_prev")
+    # Under the emulation it keeps its saved arrays low itself, rounded a chunk of steps at
+    # a time (_run_low), and lifts its low inputs itself: float32 arrays of every step
+    # beside their rounded copies made autocast's step peak higher than float32's.
+    amp_saves_low = True
+    amp_saved_dtype = None          # set per instance by the emulation
 
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
-        h0, c0 = states
+        h, c = (s.copy() for s in states)
+        bias = None if b_ih is None else b_ih + b_hh
+        if self.amp_saved_dtype is not None:
+            return (self._run_low(xp, x, w_ih, w_hh, bias, h, c), h, c)
         hidden = w_hh.shape[1]
         gates = x @ w_ih.T                      # every step's input projection at once
-        if b_ih is not None:
-            gates += b_ih + b_hh
+        if bias is not None:
+            gates += bias
         y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
         tanh_c, self.h_prev, self.c_prev = xp.empty_like(y), xp.empty_like(y), xp.empty_like(y)
-        h, c = h0.copy(), c0.copy()
         self.parts = lstm_parts.parts_for(gates, w_hh, h.shape[0])
-        if self.parts > 1:
-            lstm_parts.forward(gates, w_hh, h, c, self.steps, self.parts,
-                               (self.c_prev, tanh_c, y, self.h_prev))
-        else:
-            self._run_serial(xp, gates, w_hh, h, c, y, tanh_c)
+        self._loop(xp, gates, w_hh, h, c, (self.c_prev, tanh_c, y, self.h_prev), self.steps)
         self.gates, self.tanh_c = gates, tanh_c
         return y, h, c
 
-    def _run_serial(self, xp, gates, w_hh, h, c, y, tanh_c):
+    def _loop(self, xp, gates, w_hh, h, c, saved, steps, w_parts=None):
+        """Run ``steps`` over rows of ``gates`` and ``saved`` = (c_prev, tanh_c, y,
+        h_prev): on ``self.parts`` threads (``w_parts``: see lstm_parts.forward), or on
+        this one."""
+        if self.parts > 1:
+            lstm_parts.forward(gates, w_hh, h, c, steps, self.parts, saved, w_parts)
+        else:
+            self._run_serial(xp, gates, w_hh, h, c, saved, steps)
+
+    @staticmethod
+    def _run_serial(xp, gates, w_hh, h, c, saved, steps):
         """The time loop on this thread (BLAS threads the small products, or not)."""
         hidden = w_hh.shape[1]
         hw = xp.empty((h.shape[0], 4 * hidden), dtype=gates.dtype)     # h @ W_hh^T, per step
         cell = lstm_kernels.pick(gates)[0]
         w_hh_t = w_hh.T
+        c_prev, tanh_c, y, h_prev = saved
         with one_blas_thread(is_small(h.shape[0], hidden, w_hh.shape[0])):
-            for off, bs in self.steps:
+            for off, bs in steps:
                 sl = slice(off, off + bs)
                 xp.matmul(h[:bs], w_hh_t, out=hw[:bs])
-                cell(gates[sl], hw[:bs], c[:bs], self.c_prev[sl], tanh_c[sl], y[sl], h[:bs],
-                     self.h_prev[sl])
+                cell(gates[sl], hw[:bs], c[:bs], c_prev[sl], tanh_c[sl], y[sl], h[:bs],
+                     h_prev[sl])
+
+    def _run_low(self, xp, x, w_ih, w_hh, bias, h, c):
+        """The forward under the emulation: float32 arithmetic on a chunk of steps at a
+        time (its input projection and saved arrays in float32 scratch), each chunk rounded
+        into the low-dtype saved arrays and output as soon as it is done.  Returns y."""
+        low, (rows, hidden) = self.amp_saved_dtype, (x.shape[0], w_hh.shape[1])
+        spans = _spans(self.steps)
+        widest = max(r1 - r0 for r0, r1, _ in spans)
+        g_buf = xp.empty((widest, 4 * hidden), dtype=x.dtype)
+        s_buf = xp.empty((4, widest, hidden), dtype=x.dtype)
+        self.gates = xp.empty((rows, 4 * hidden), dtype=low)
+        kept = [xp.empty((rows, hidden), dtype=low) for _ in range(4)]
+        self.parts = lstm_parts.parts_for(g_buf, w_hh, h.shape[0])
+        w_parts = lstm_parts.weight_parts(w_hh, self.parts) if self.parts > 1 else None
+        for r0, r1, steps in spans:
+            gates, saved = g_buf[:r1 - r0], tuple(a[:r1 - r0] for a in s_buf)
+            with one_blas_thread(is_small(r1 - r0, x.shape[1], 4 * hidden)):
+                xp.matmul(x[r0:r1], w_ih.T, out=gates)
+            if bias is not None:
+                gates += bias
+            self._loop(xp, gates, w_hh, h, c, saved, steps, w_parts)
+            for dst, src in zip([self.gates] + kept, (gates,) + saved):
+                dst[r0:r1] = _round(src, low)
+        self.c_prev, self.tanh_c, y, self.h_prev = kept
+        return y
+
+    def gradients(self, gys):
+        if self.amp_saved_dtype is not None:
+            return self._gradients_low(gys)
+        return super().gradients(gys)
 
     def bptt(self, xp, gys, w_hh):
         gy, gh, gc = gys
@@ -191,11 +238,102 @@ class LSTMLayer(_Recurrence):
         cell_grad = lstm_kernels.pick(d)[1]
         for off, bs in reversed(self.steps):
             sl = slice(off, off + bs)
-            saved = [a[sl] if a.dtype == d.dtype else a[sl].astype(d.dtype)   # (autocast)
-                     for a in (self.gates, self.tanh_c, self.c_prev)]
-            cell_grad(*saved, gy[sl], dh[:bs], dc[:bs], d[sl])
+            cell_grad(self.gates[sl], self.tanh_c[sl], self.c_prev[sl], gy[sl], dh[:bs],
+                      dc[:bs], d[sl])
             xp.matmul(d[sl], w_hh, out=dh[:bs])
         return d, d, (dh, dc)
+
+    def _gradients_low(self, gys):
+        """``gradients`` after ``_run_low``: backpropagation through time a chunk of steps
+        at a time, in reverse, on float32 scratch for the chunk's gate gradients.  The
+        saved arrays, upstream gradients and x are lifted from the low dtype a step or a
+        chunk at a time; each chunk's share of dx and of the weight gradients is taken
+        before the next chunk."""
+        need = self.needs_input_grad
+        x, _, _, w_ih, w_hh, *bias = [v.data for v in self.inputs]
+        xp, w_ih, w_hh = xp_of(x), _lift(w_ih), _lift(w_hh)
+        gy, gh, gc = gys
+        dh, dc = gh.astype(np.float32), gc.astype(np.float32)
+        spans = _spans(self.steps)
+        d_buf = xp.empty((max(r1 - r0 for r0, r1, _ in spans), w_hh.shape[0]), np.float32)
+        dx = xp.empty(x.shape, dtype=x.dtype) if need[0] else None     # (x's dtype)
+        sums = _WeightSums(xp, w_ih, w_hh, need[3], need[4],
+                           bool(bias) and (need[5] or need[6]))
+        for r0, r1, steps in reversed(spans):
+            d = d_buf[:r1 - r0]
+            self._bptt_low(xp, gy, w_hh, dh, dc, d, r0, steps)
+            with one_blas_thread(is_small(r1 - r0, w_hh.shape[0], max(x.shape[1],
+                                                                     w_hh.shape[1]))):
+                if dx is not None:
+                    dx[r0:r1] = _round(d @ w_ih, x.dtype)
+                sums.add(d, _lift(x[r0:r1]), _lift(self.h_prev[r0:r1]))
+        grads = [dx, dh, dc, sums.w_ih, sums.w_hh]
+        if bias:
+            grads += [sums.b if need[5] else None, sums.b if need[6] else None]
+        return grads
+
+    def _bptt_low(self, xp, gy, w_hh, dh, dc, d, r0, steps):
+        """One chunk's steps (rows from ``r0``) of the backward loop, latest first, into
+        its gate gradients ``d``; the saved arrays and ``gy`` lifted a step at a time."""
+        cell_grad = lstm_kernels.pick(d)[1]
+        widest = max(bs for _, bs in steps)         # the recurrent products are small
+        with one_blas_thread(is_small(widest, w_hh.shape[1], w_hh.shape[0])):
+            for off, bs in reversed(steps):
+                sl = slice(r0 + off, r0 + off + bs)
+                cell_grad(*[_lift(a[sl]) for a in (self.gates, self.tanh_c, self.c_prev, gy)],
+                          dh[:bs], dc[:bs], d[off:off + bs])
+                xp.matmul(d[off:off + bs], w_hh, out=dh[:bs])
+
+
+def _round(a, dtype):
+    """float32 ``a`` in ``dtype``, rounded as the emulation rounds (itself if float32)."""
+    if dtype == np.float32:
+        return a
+    from lezero.amp.convert import convert
+    return convert(a, dtype)
+
+
+def _lift(a):
+    """``a`` in float32 (itself if it is)."""
+    return a.astype(np.float32, copy=False)
+
+
+# Under the emulation the LSTM runs its steps in about this many chunks of rows: its
+# float32 scratch is that fraction of the all-steps arrays it replaces.
+AMP_CHUNKS = 8
+
+
+def _spans(steps):
+    """``steps`` (offset, size), in running order, cut into about ``AMP_CHUNKS`` runs of
+    consecutive steps: (first row, end row, the run's steps with offsets from its first
+    row).  Consecutive steps, forward or reversed, cover a contiguous block of rows."""
+    target = -(-sum(bs for _, bs in steps) // AMP_CHUNKS)
+    spans, run, count = [], [], 0
+    for k, step in enumerate(steps):
+        run.append(step)
+        count += step[1]
+        if count >= target or k == len(steps) - 1:
+            r0 = min(off for off, _ in run)
+            spans.append((r0, r0 + count, [(off - r0, bs) for off, bs in run]))
+            run, count = [], 0
+    return spans
+
+
+class _WeightSums:
+    """The weight and bias gradients of the LSTM summed over chunks of rows (float32)."""
+
+    def __init__(self, xp, w_ih, w_hh, want_ih, want_hh, want_b):
+        self.w_ih = xp.zeros(w_ih.shape, dtype=np.float32) if want_ih else None
+        self.w_hh = xp.zeros(w_hh.shape, dtype=np.float32) if want_hh else None
+        self.b = xp.zeros(w_hh.shape[0], dtype=np.float32) if want_b else None
+
+    def add(self, d, x, h_prev):
+        """One chunk: its gate gradients ``d``, inputs ``x`` and ``h_prev`` rows."""
+        if self.b is not None:
+            self.b += d.sum(axis=0)
+        for acc, a in ((self.w_ih, x), (self.w_hh, h_prev)):
+            if acc is not None:
+                lstm_parts.add_tn(d, a, acc)     # no (4H, .) temporary per chunk
 
 
 class GRULayer(_Recurrence):
