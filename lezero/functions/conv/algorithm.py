@@ -50,6 +50,12 @@ class Algorithm:
         """Dispatch by op name (used by autotuning and ``conv_explain``)."""
         return getattr(self, op)(a, b, prob, cache)
 
+    def shared(self, op, w, prob, cache):
+        """What every batch part of ``op`` would compute from the weight ``w`` alike,
+        computed once before the batch is split: {cache name: (key, value)}, put in each
+        part's cache for the call (``functions.conv.parallel``).  Default: nothing."""
+        return {}
+
     def workspace_bytes(self, prob, op):
         """Temporary memory the op needs besides its inputs and output."""
         return 0

@@ -17,7 +17,7 @@ import dataclasses
 from lezero import cuda
 # threads: re-exported, the notebooks and users read a convolution's thread count here
 from lezero.runtime import policy, run_parts, split, threads, threads_for  # noqa: F401
-from lezero.functions.conv.algorithm import drop_kept
+from lezero.functions.conv.algorithm import drop_kept, store
 
 # Which operand of each product is batched, by role: views of the same array are shared
 # between products (forward and grad_weight both cut x) so per-part caches keep working.
@@ -59,7 +59,16 @@ def run_product(algo, op, a, b, prob, cache):
     bv = _views(cache, role_b, b, bounds) if role_b else [b] * parts
     subs = [dataclasses.replace(prob, batch=hi - lo) for lo, hi in bounds]
     caches = [_part_cache(cache, i, parts) for i in range(parts)]
-    outs = run_parts(lambda i: algo.run(op, av[i], bv[i], subs[i], caches[i]), parts)
+    shared = algo.shared(op, b, prob, cache) if role_b is None else {}
+    for sub in caches:                  # (a weight transform: once, not once per part)
+        for name, (key, value) in shared.items():
+            store(sub, name, key, value)
+    try:
+        outs = run_parts(lambda i: algo.run(op, av[i], bv[i], subs[i], caches[i]), parts)
+    finally:
+        for sub in caches:              # the parent's cache keeps it, within its budget
+            for name in shared:
+                sub.pop(name, None)
     if op == "grad_weight":
         total = outs[0]
         for o in outs[1:]:

@@ -20,7 +20,7 @@ from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, cached, keep_within_budget,
                                              reserve_for_backward, scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
-from lezero.runtime.blas import matmul_nd
+from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
 
 _MATS = {}
 
@@ -46,7 +46,7 @@ def filter_transform(w, G):
     filters, viewed as (Cout * Cin, r^2), enter transposed: no copy)."""
     o, c, r, _ = w.shape
     a = G.shape[0]
-    return (_kron(G) @ w.reshape(o * c, r * r).T).reshape(a * a, o, c)
+    return blas_matmul(_kron(G), w.reshape(o * c, r * r).T).reshape(a * a, o, c)
 
 
 def filter_transform_adjoint(m, G):
@@ -54,7 +54,7 @@ def filter_transform_adjoint(m, G):
     the adjoint GEMM, ``M^T @ (G (x) G)``."""
     a2, o, c = m.shape
     r = G.shape[1]
-    return (m.reshape(a2, o * c).T @ _kron(G)).reshape(o, c, r, r)
+    return blas_matmul(m.reshape(a2, o * c).T, _kron(G)).reshape(o, c, r, r)
 
 
 class Winograd(Algorithm):
@@ -85,6 +85,12 @@ class Winograd(Algorithm):
             u = filter_transform(w, matrices(self.m, w.dtype, xp)[1])
             keep_within_budget(cache, f"{self.name}:U", w, u)
         return u
+
+    def shared(self, op, w, prob, cache):
+        """U, transformed once for all batch parts (forward and grad_input read it)."""
+        if op == "grad_weight":
+            return {}
+        return {f"{self.name}:U": (w, self._filter(w, prob, cache))}
 
     def _input(self, x, prob, cache, keep):
         """V = BT d BT^T for every tile: (alpha^2, Cin, tiles); kept for grad_weight."""

@@ -18,6 +18,7 @@ import lezero.functions as F
 from lezero.functions.conv import autotune, select
 from lezero.functions.conv.geometry import ConvProblem, conv_geometry
 from lezero.testing import check_double_backward, check_gradient, check_torch, rand
+from tests.runtime.conftest import threaded  # noqa: F401
 
 TOL = {"winograd_4x4": 2e-5}
 DEFAULT_TOL = 2e-6
@@ -322,3 +323,27 @@ def test_batch_split_works_in_a_forked_child():
 def _conv_in_child(queue, x, w):
     with lz.using_config("conv_threads", 2):
         queue.put(F.conv2d(x, w, padding=1).data)
+
+
+def test_a_batch_split_transforms_the_winograd_filter_once(monkeypatch, threaded):  # noqa: F811
+    """Each batch part reads the same U = G w G^T: it is computed once per product, not
+    once per part, and the parts' results equal an unsplit run's."""
+    from lezero.functions.conv import winograd
+    from lezero.runtime import policy
+    calls = []
+    real = winograd.filter_transform
+    monkeypatch.setattr(winograd, "filter_transform",
+                        lambda w, G: calls.append(w.shape) or real(w, G))
+    x, w = rand(8, 16, 12, 12, dtype=np.float32), rand(16, 16, 3, 3, dtype=np.float32, seed=2)
+    xv, wv = lz.Variable(x), lz.Parameter(w)
+    with lz.using_config("conv_threads", 2), policy.using(conv_min_part_flops=1.0):
+        y = F.conv2d(xv, wv, padding=1, algo="winograd_2x2")
+        y.backward(grad=lz.Variable(np.ones_like(y.data)))
+    assert len(calls) == 1          # forward's; grad_input finds it kept (small: in budget)
+    with lz.using_config("conv_threads", 1):
+        xs, ws = lz.Variable(x), lz.Parameter(w)
+        ys = F.conv2d(xs, ws, padding=1, algo="winograd_2x2")
+        ys.backward(grad=lz.Variable(np.ones_like(ys.data)))
+    np.testing.assert_allclose(y.data, ys.data, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xv.grad.data, xs.grad.data, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(wv.grad.data, ws.grad.data, rtol=1e-5, atol=1e-4)
