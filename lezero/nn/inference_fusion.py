@@ -25,9 +25,12 @@ models use it, so their inference runs one convolution per conv-bn-activation ru
 import contextlib
 import weakref
 
+import numpy as np
+
 import lezero.functions as F
 from lezero import cuda
 from lezero.core.config import get_config
+from lezero.kernels.bias_act import bias_act_
 from lezero.nn import module_manners
 from lezero.nn.layers.activation import ReLU, ReLU6
 from lezero.nn.layers.conv import Conv2d
@@ -115,18 +118,8 @@ def _folded(conv, bn):
     return w, b
 
 
-def _activate_(y, act):
-    """Apply ReLU / ReLU6 in place on the fresh output ``y``; other activations are
-    called as modules."""
-    if isinstance(act, ReLU6):
-        xp = cuda.get_array_module(y.data)
-        xp.clip(y.data, 0, 6, out=y.data)
-        return y
-    if isinstance(act, ReLU):
-        xp = cuda.get_array_module(y.data)
-        xp.maximum(y.data, 0, out=y.data)
-        return y
-    return act(y)
+# The clamp (lo, hi) after the folded bias, per activation module type (None: none).
+_CLAMPS = {type(None): (-np.inf, np.inf), ReLU: (0.0, np.inf), ReLU6: (0.0, 6.0)}
 
 
 def conv_bn(conv, bn, x, act=None):
@@ -142,8 +135,13 @@ def conv_bn(conv, bn, x, act=None):
     conv._check_input(x)
     x, padding = conv._pad_explicitly(x)
     w, b = _folded(conv, bn)
-    y = F.conv2d(x, w, b, conv.stride, padding, conv.dilation, conv.groups)
-    return y if act is None else _activate_(y, act)
+    bounds = _CLAMPS.get(type(act))
+    if bounds is None:                      # another activation: called as a module
+        y = F.conv2d(x, w, b, conv.stride, padding, conv.dilation, conv.groups)
+        return act(y)
+    y = F.conv2d(x, w, None, conv.stride, padding, conv.dilation, conv.groups)
+    bias_act_(y.data, b, *bounds)           # bias and clamp: one pass, in place
+    return y
 
 
 def sequential(seq, x):

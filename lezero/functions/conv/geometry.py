@@ -159,8 +159,34 @@ def out_size(in_size, kernel, stride, pad_lo, pad_hi, dilation):
                  in zip(in_size, kernel, stride, pad_lo, pad_hi, dilation))
 
 
+_GEOMETRIES = {}        # validated geometries by their (typed, hashable) arguments
+
+
+def _typed(value):
+    """``value`` with the type of each part, so that ``True`` and ``1`` differ."""
+    if type(value) is tuple:
+        return tuple((type(v), v) for v in value)
+    return type(value), value
+
+
 def conv_geometry(op, x_shape, w_shape, nd, stride, padding, dilation, groups):
-    """Validate a convolution's arguments (shapes already checked) -> ConvGeometry."""
+    """Validate a convolution's arguments (shapes already checked) -> ConvGeometry.  A
+    model calls its layers with the same arguments every step: the checks run once per
+    distinct call, and later calls take the frozen result from a table."""
+    try:
+        key = (op, tuple(x_shape), tuple(w_shape), nd) + tuple(
+            _typed(v) for v in (stride, padding, dilation, groups))
+        hit = _GEOMETRIES.get(key)
+    except TypeError:           # an unhashable argument (a list): no table
+        key = hit = None
+    if hit is None:
+        hit = _conv_geometry(op, x_shape, w_shape, nd, stride, padding, dilation, groups)
+        if key is not None and len(_GEOMETRIES) < 4096:
+            _GEOMETRIES[key] = hit
+    return hit
+
+
+def _conv_geometry(op, x_shape, w_shape, nd, stride, padding, dilation, groups):
     groups = check_int(op, "groups", groups, low=1)
     kernel = tuple(int(k) for k in w_shape[2:])
     stride = ntuple(op, "stride", stride, nd, low=1)

@@ -207,3 +207,15 @@ W = np.zeros((2, 4, 3, 3), np.float32)
 def test_bad_inputs_name_the_operator_and_argument(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_geometry_table_returns_the_checked_result_and_still_refuses_bad_arguments():
+    from lezero.functions.conv.geometry import conv_geometry
+    first = conv_geometry("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 2, 1, 1, 1, 1)
+    again = conv_geometry("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 2, 1, 1, 1, 1)
+    assert again is first and first.out_size == (8, 8)
+    for bad in (True, 0, (1, True), 1.5):       # never answered from the table
+        with pytest.raises((TypeError, ValueError), match="stride"):
+            conv_geometry("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 2, bad, 1, 1, 1)
+    listed = conv_geometry("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 2, [2, 2], 1, 1, 1)
+    assert listed.out_size == (4, 4)            # an unhashable argument: checked each time
