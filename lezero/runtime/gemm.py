@@ -22,6 +22,8 @@ from lezero.runtime.settings import policy
 
 __all__ = ["product", "stacked", "blocks", "sgemm"]
 
+_LIMIT = 2 ** 31 - 1        # MKL's LP64 integers
+
 
 def sgemm():
     """The ``cblas_sgemm`` that Numba kernels call (a ctypes function, taken as an
@@ -56,10 +58,15 @@ def _into(a, b, out):
 
 def product(a, b):
     """``a @ b`` for 2-D float32/float64 NumPy arrays of one dtype on MKL, or None when an
-    operand has no unit stride (the caller runs NumPy then)."""
-    if mkl.operand(a, "a") is None or mkl.operand(b, "b") is None:
+    operand has no unit stride or the shapes do not fit (the caller runs NumPy then)."""
+    ta, tb = mkl.operand(a, "a"), mkl.operand(b, "b")
+    (m, k), (k2, n) = a.shape, b.shape
+    if ta is None or tb is None or k != k2 or max(m, k, n, ta[1], tb[1]) > _LIMIT:
         return None
-    return _into(a, b, np.empty((a.shape[0], b.shape[1]), a.dtype))
+    out = np.empty((m, n), a.dtype)
+    if is_small(m, k, n):               # one call on this thread, without re-checking
+        return mkl.checked_gemm(a, ta, b, tb, out, max(n, 1))
+    return _into(a, b, out)
 
 
 def stacked(a, b, out=None):
@@ -86,9 +93,11 @@ def stacked(a, b, out=None):
     if count == 1:
         _into(A[first], B[first], out[first])
         return out
+    if is_small(m, k, n):       # many small matrices: NumPy's loop over them runs in C
+        return None
     index = list(np.ndindex(*lead))
     parts = threads_for(count, 2.0 * count * m * k * n, policy.gemm_min_part_flops)
-    if parts == 1 or is_small(count * m, k, n):
+    if parts == 1:
         for i in index:
             mkl.gemm(A[i], B[i], out[i])
         return out

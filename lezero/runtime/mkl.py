@@ -25,7 +25,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["library", "available", "gemm", "gemm_u8s8s32", "operand"]
+__all__ = ["library", "available", "gemm", "checked_gemm", "gemm_u8s8s32", "operand"]
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
 _FIX_OFFSET = 173                               # CblasFixOffset: one offset for all of C
@@ -145,15 +145,31 @@ def gemm(a, b, out, accumulate=False):
     ldc = _check_out(out, m, n, a.dtype)
     if max(m, n, k, ta[1], tb[1], ldc) > _LIMIT:
         raise ValueError(f"mkl.gemm: a size exceeds MKL's 32-bit integers: {a.shape} @ {b.shape}")
+    return checked_gemm(a, ta, b, tb, out, ldc, accumulate)
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+def checked_gemm(a, ta, b, tb, out, ldc, accumulate=False):
+    """``gemm`` after its checks, for a caller that made them itself: ``ta``/``tb`` from
+    ``operand``, ``out`` a new C-contiguous array of the product's shape and dtype
+    (``ldc`` its row length), one float dtype throughout and ``a.shape[1] ==
+    b.shape[0]`` (``lezero.runtime.gemm`` on a small product: the checks are most of its
+    cost)."""
+    m, k = a.shape
+    n = b.shape[1]
     if m == 0 or n == 0:
         return out
     if k == 0:
         if not accumulate:
             out[...] = 0
         return out
+    lib = _found["lib"]
     fn = lib.cblas_sgemm if a.dtype == np.float32 else lib.cblas_dgemm
-    fn(ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, a.ctypes.data, ta[1], b.ctypes.data, tb[1],
-       1.0 if accumulate else 0.0, out.ctypes.data, ldc)
+    fn(ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, _address(a), ta[1], _address(b), tb[1],
+       1.0 if accumulate else 0.0, _address(out), ldc)
     return out
 
 
@@ -187,6 +203,6 @@ def gemm_u8s8s32(a, w, out):
         out[...] = 0
         return out
     lib.cblas_gemm_s8u8s32(ROW_MAJOR, NO_TRANS, TRANS, _FIX_OFFSET, m, n, k, 1.0,
-                           a.ctypes.data, ta[1], 0, w.ctypes.data, tw[1], 0, 0.0,
-                           out.ctypes.data, ldc, _ZERO.ctypes.data)
+                           _address(a), ta[1], 0, _address(w), tw[1], 0, 0.0,
+                           _address(out), ldc, _address(_ZERO))
     return out

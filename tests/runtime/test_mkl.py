@@ -112,6 +112,10 @@ def test_blocks_cut_rows_then_columns(threaded):
         assert gemm.blocks(256, 768, 768) == ("rows", [(0, 256)])
 
 
+def _spy(fn, calls):
+    return lambda *args, **kw: calls.append(1) or fn(*args, **kw)
+
+
 @pytest.mark.parametrize("shape", [(256, 300, 200), (4, 300, 1000), (7, 5, 3)])
 def test_matmul_routes_to_mkl_and_matches_numpy(monkeypatch, threaded, shape):
     m, k, n = shape
@@ -119,8 +123,8 @@ def test_matmul_routes_to_mkl_and_matches_numpy(monkeypatch, threaded, shape):
     a = rng.standard_normal((m, k)).astype(np.float32)
     w = rng.standard_normal((n, k)).astype(np.float32)
     calls = []
-    real = mkl.gemm
-    monkeypatch.setattr(mkl, "gemm", lambda *args, **kw: calls.append(1) or real(*args, **kw))
+    # every MKL call ends in checked_gemm (gemm checks, then calls it)
+    monkeypatch.setattr(mkl, "checked_gemm", _spy(mkl.checked_gemm, calls))
     with policy.using(gemm="mkl", small_flops=1e5, gemm_min_part_flops=1e4, threads=2):
         y = blas.matmul(a, w.T)
         parts = len(gemm.blocks(m, k, n)[1])
@@ -132,8 +136,28 @@ def test_matmul_routes_to_mkl_and_matches_numpy(monkeypatch, threaded, shape):
     assert not calls
 
 
+def test_stacks_of_large_matrices_go_to_mkl_and_small_ones_to_numpy(monkeypatch, threaded):
+    rng = np.random.default_rng(4)
+    calls = []
+    monkeypatch.setattr(mkl, "checked_gemm", _spy(mkl.checked_gemm, calls))
+    w = rng.standard_normal((2, 1, 40, 50)).astype(np.float32)        # broadcast over axis 1
+    x = rng.standard_normal((2, 3, 50, 60)).astype(np.float32).transpose(0, 1, 3, 2)
+    x = np.ascontiguousarray(x).transpose(0, 1, 3, 2)                  # matrices transposed
+    out = np.empty((2, 3, 40, 60), np.float32)
+    with policy.using(small_flops=1e3, gemm_min_part_flops=1e3, threads=2):
+        assert blas.matmul_nd(np, w, x, out=out) is out
+    np.testing.assert_allclose(out, np.matmul(w, x), rtol=2e-5, atol=2e-4)
+    assert len(calls) == 6                                              # one per matrix
+    calls.clear()
+    with policy.using(small_flops=1e9):
+        np.testing.assert_allclose(blas.matmul_nd(np, w, x), np.matmul(w, x), rtol=2e-5,
+                                   atol=2e-4)
+    assert not calls
+
+
 def test_matmul_leaves_other_dtypes_and_strides_to_numpy(monkeypatch):
     monkeypatch.setattr(mkl, "gemm", lambda *a, **k: pytest.fail("MKL was called"))
+    monkeypatch.setattr(mkl, "checked_gemm", lambda *a, **k: pytest.fail("MKL was called"))
     ints = np.arange(12).reshape(3, 4)
     np.testing.assert_array_equal(blas.matmul(ints, ints.T), ints @ ints.T)
     x = np.ones((8, 8), np.float32)[::2, ::2]
