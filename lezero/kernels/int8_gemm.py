@@ -26,8 +26,8 @@ from numba.extending import intrinsic
 
 from lezero.kernels import argcheck
 
-__all__ = ["ISA", "TN", "Packed", "pack", "bias_for", "gemm_requant", "conv_requant",
-           "target_features"]
+__all__ = ["ISA", "TN", "Packed", "pack", "bias_for", "checked_table", "gemm_requant",
+           "conv_requant", "target_features"]
 
 NV = 2                      # tile: ROWS rows x 2 vectors of output channels
 
@@ -251,11 +251,13 @@ def _gemm(a, grid, toff, cblocks, w, table, zp, lo, hi, out, chunks):
 class Packed:
     """Weights packed for the kernels: ``data`` int8 [O/TN][taps][CP/4][TN][4] (flat);
     ``taps`` kernel taps (1 for a GEMM), ``c`` channels per tap, ``cp`` those rounded up
-    to 4 (the padding channels hold zero weights), ``colsum`` int64 (O,)."""
+    to 4 (the padding channels hold zero weights), ``colsum`` int64 (O,); ``matrix``
+    the same weights as a plain int8 (O, taps*CP) matrix, taps channels last, for an
+    external GEMM (``lezero.kernels.int8_blocks``)."""
 
-    def __init__(self, data, out_features, taps, c, colsum):
+    def __init__(self, data, out_features, taps, c, colsum, matrix=None):
         self.data, self.out_features, self.taps, self.c = data, out_features, taps, c
-        self.cp, self.colsum = -(-c // PER) * PER, colsum
+        self.cp, self.colsum, self.matrix = -(-c // PER) * PER, colsum, matrix
 
 
 def pack(w):
@@ -271,7 +273,8 @@ def pack(w):
     buf[:o, :, :c] = w.reshape(o, taps, c)
     data = buf.reshape(op // TN, TN, taps * cp // PER, PER).transpose(0, 2, 1, 3)
     return Packed(np.ascontiguousarray(data).reshape(-1), o, taps, c,
-                  w.reshape(o, -1).sum(axis=1, dtype=np.int64))
+                  w.reshape(o, -1).sum(axis=1, dtype=np.int64),
+                  np.ascontiguousarray(buf[:o].reshape(o, taps * cp), dtype=np.int8))
 
 
 def bias_for(packed, bias_q, x_zp):
@@ -287,15 +290,11 @@ def _table(bias, m, shift):
                      np.left_shift(np.int64(1), total - 1), total])
 
 
-def _run(op, a, grid, toff, cblocks, packed, bias, m, shift, zp, lo, hi, dtype, rows):
-    """Check what the kernel relies on besides the geometry, then run it."""
-    if ISA is None:
-        raise RuntimeError(f"{op}: this CPU target has no VNNI (vpdpbusd); use the int16 "
-                           "kernels of lezero.quantization.kernels")
-    argcheck.arrays(op, a=a, bias=bias, m=m, shift=shift)
-    argcheck.dtype_is(op, "a", a, DTYPES[0])
-    argcheck.c_contiguous(op, "a", a)
-    o = packed.out_features
+def checked_table(op, o, bias, m, shift, lo, hi, dtype):
+    """``_table`` for ``o`` channels, after the checks the epilogue relies on: one entry
+    per channel, shifts in [-31, 30] (a shift of 1..62 bits), multipliers >= 0, and a
+    clamp inside ``dtype``."""
+    argcheck.arrays(op, bias=bias, m=m, shift=shift)
     for name, t in (("bias", bias), ("m", m), ("shift", shift)):
         argcheck.shape_is(op, name, t, (o,))
     if o and (int(shift.min()) < -31 or int(shift.max()) > 30 or int(m.min()) < 0):
@@ -304,13 +303,26 @@ def _run(op, a, grid, toff, cblocks, packed, bias, m, shift, zp, lo, hi, dtype, 
     info = np.iinfo(dtype)
     if not info.min <= int(lo) <= int(hi) <= info.max:
         raise ValueError(f"{op}: the clamp [{lo}, {hi}] must lie within {np.dtype(dtype)}")
+    return _table(bias, m, shift)
+
+
+def _run(op, a, grid, toff, cblocks, packed, bias, m, shift, zp, lo, hi, dtype, rows):
+    """Check what the kernel relies on besides the geometry, then run it."""
+    if ISA is None:
+        raise RuntimeError(f"{op}: this CPU target has no VNNI (vpdpbusd); use the int16 "
+                           "kernels of lezero.quantization.kernels")
+    argcheck.arrays(op, a=a)
+    argcheck.dtype_is(op, "a", a, DTYPES[0])
+    argcheck.c_contiguous(op, "a", a)
+    o = packed.out_features
+    table = checked_table(op, o, bias, m, shift, lo, hi, dtype)
     out = np.empty((rows, o), dtype)
     tiles = -(-rows // ROWS) * -(-o // TN)
     if tiles:
         from lezero.runtime import launch
         launch(_gemm, _gemm_tiles, rows * o * len(toff) * cblocks * 4, tiles, a.reshape(-1),
                np.array(grid, np.int64), np.asarray(toff, np.int64), cblocks,
-               packed.data, _table(bias, m, shift), np.int64(zp), np.int64(lo), np.int64(hi), out,
+               packed.data, table, np.int64(zp), np.int64(lo), np.int64(hi), out,
                min(tiles, 4 * get_num_threads()))
     return out
 

@@ -11,12 +11,16 @@ for im2col).  Padding reads as the input's zero point (the real 0), and
 
 ``usable`` says when this path applies: a CPU target with VNNI, NumPy arrays, uint8
 input, int8 weights with zero point 0 (the default symmetric qconfig), one group.
-Elsewhere ``ops`` keeps the int16 kernels (``kernels.py``), which run on any CPU.
+Elsewhere ``ops`` keeps the int16 kernels (``kernels.py``), which run on any CPU.  Where
+MKL is available (``mkl_int8.usable``), the products run on its integer GEMM in blocks of
+patch rows instead -- same layout in and out, same integers.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from lezero import runtime
 from lezero.kernels import argcheck, int8_gemm
+from lezero.quantization import mkl_int8
 
 __all__ = ["packable", "usable", "pack_conv", "nhwc_view", "conv2d", "linear", "max_pool", "is_nhwc"]
 
@@ -52,18 +56,19 @@ def nhwc_view(y, n, oh, ow):
     return y.reshape(n, oh, ow, y.shape[1]).transpose(0, 3, 1, 2)
 
 
-def _padded(x, zp, geo, cp):
-    """``x`` (N, C, H, W) as the contiguous NHWC array the kernel reads: padded with the
-    zero point (the real 0) to cover every window, channels to ``cp`` (they meet zero
-    weights).  Free when ``x`` is already an unpadded NHWC view with ``cp`` channels."""
+def _padded(x, zp, geo, cp, dtype):
+    """``x`` (N, C, H, W) as the contiguous NHWC array of ``dtype`` the kernel reads:
+    padded with the zero point (the real 0) to cover every window, channels to ``cp``
+    (they meet zero weights).  Free when ``x`` is already an unpadded NHWC view with
+    ``cp`` channels and that dtype."""
     kh, kw, sh, sw, ph, pw, dh, dw, oh, ow = geo
     n, c, h, w = x.shape
     xh = x.transpose(0, 2, 3, 1)
     hp = max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1)
     wp = max(w + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1)
     if (hp, wp, cp) == (h, w, c):
-        return np.ascontiguousarray(xh, dtype=int8_gemm.DTYPES[0])
-    out = np.full((n, hp, wp, cp), zp, int8_gemm.DTYPES[0])
+        return np.ascontiguousarray(xh, dtype=dtype)
+    out = np.full((n, hp, wp, cp), zp, dtype)
     out[:, ph:ph + h, pw:pw + w, :c] = xh
     return out
 
@@ -80,7 +85,12 @@ def conv2d(x, x_zp, geo, packed, bias_q, m, shift, zp, lo, hi, dtype):
     if (x.shape[1], geo[0] * geo[1]) != (packed.c, packed.taps):
         raise ValueError(f"{op}: the weights take {packed.c} channels and {packed.taps} "
                          f"taps, got x {x.shape} and a {geo[0]}x{geo[1]} window")
-    xp = _padded(x, x_zp, geo, packed.cp)
+    if mkl_int8.usable(packed):         # MKL's AMX/VNNI GEMM, in blocks of patch rows
+        xp = _padded(x, x_zp, geo, packed.cp, np.uint8)
+        y = mkl_int8.conv2d(xp, geo[:4] + (0, 0) + geo[6:], packed, bias_q, x_zp, m,
+                            shift, zp, lo, hi, dtype)
+        return nhwc_view(y, x.shape[0], geo[8], geo[9])
+    xp = _padded(x, x_zp, geo, packed.cp, int8_gemm.DTYPES[0])
     y = int8_gemm.conv_requant(xp, geo[:4] + (0, 0) + geo[6:], packed,
                                int8_gemm.bias_for(packed, bias_q, x_zp), m, shift, zp, lo,
                                hi, dtype)
@@ -93,19 +103,24 @@ def linear(x2d, x_zp, packed, bias_q, m, shift, zp, lo, hi, dtype):
     argcheck.ndim_is("nhwc.linear", "x", x2d, 2)
     if (packed.taps, packed.c) != (1, x2d.shape[1]):
         raise ValueError(f"nhwc.linear: x must have {packed.c} features, got {x2d.shape}")
-    a = np.ascontiguousarray(x2d, dtype=int8_gemm.DTYPES[0])
+    fast = mkl_int8.usable(packed)
+    dtype_a = np.uint8 if fast else int8_gemm.DTYPES[0]
+    a = np.ascontiguousarray(x2d, dtype=dtype_a)
     if packed.cp != packed.c:
-        a = np.zeros((x2d.shape[0], packed.cp), int8_gemm.DTYPES[0])
+        a = np.zeros((x2d.shape[0], packed.cp), dtype_a)
         a[:, :packed.c] = x2d
+    if fast:
+        return mkl_int8.linear(a, packed, bias_q, x_zp, m, shift, zp, lo, hi, dtype)
     return int8_gemm.gemm_requant(a, packed, int8_gemm.bias_for(packed, bias_q, x_zp), m,
                                   shift, zp, lo, hi, dtype)
 
 
-@njit(parallel=True, **_OPTS)
-def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out):
+@njit(**_OPTS)
+def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, p0, p1):
+    """Output rows ``p0 <= p < p1`` (of N*OH) of the NHWC max pooling."""
     n, h, w, c = x.shape
     oh, ow = out.shape[1], out.shape[2]
-    for p in prange(n * oh):
+    for p in range(p0, p1):
         b, r = p // oh, p % oh
         for q in range(ow):
             for ch in range(c):
@@ -132,5 +147,7 @@ def max_pool(x, geo):
                      inside=True)
     xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
     out = np.empty((x.shape[0], oh, ow, x.shape[1]), np.uint8)
-    _max_pool(xh, kh, kw, sh, sw, ph, pw, dh, dw, out)
+    runtime.run_ranges(lambda p0, p1: _max_pool(xh, kh, kw, sh, sw, ph, pw, dh, dw, out,
+                                                p0, p1),
+                       x.shape[0] * oh, xh.size, runtime.policy.pool_min_part_items)
     return out.transpose(0, 3, 1, 2)

@@ -19,6 +19,14 @@ pytestmark = pytest.mark.skipif(G.ISA is None, reason="no AVX2/VNNI target")
 RNG = np.random.default_rng(3)
 
 
+@pytest.fixture(autouse=True)
+def vnni_kernel():
+    """These are the VNNI kernel's tests: MKL's path (test_int8_mkl.py) stays off."""
+    from lezero.runtime import policy
+    with policy.using(gemm="numpy"):
+        yield
+
+
 def _tables(o):
     bias = RNG.integers(-20000, 20000, o).astype(np.int32)
     m, shift = quantize_multiplier(RNG.uniform(1e-5, 3e-3, o))
@@ -80,6 +88,22 @@ def test_max_pool_nhwc_matches_reference():
         got = nhwc.max_pool(x, geo)
         np.testing.assert_array_equal(got, R.max_pool_ref(x, geo))
         assert nhwc.is_nhwc(got)
+
+
+def test_max_pool_in_parts_matches_reference():
+    """Rows of the output split over two threads (the runtime's parts)."""
+    import lezero.runtime as runtime
+    x = RNG.integers(0, 256, (3, 16, 11, 10)).astype(np.uint8)
+    x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    geo = R.geometry((11, 10), (3, 3), (2, 2), (1, 1))
+    profile = runtime.policy.profile
+    runtime.use_profile("default")
+    try:
+        with runtime.policy.using(threads=2, pool_min_part_items=1):
+            got = nhwc.max_pool(x, geo)
+    finally:
+        runtime.use_profile(profile)
+    np.testing.assert_array_equal(got, R.max_pool_ref(x, geo))
 
 
 def test_pick_isa_follows_the_target_features():
@@ -156,12 +180,21 @@ _SUBPROCESS = textwrap.dedent("""
     T.test_gemm_matches_reference(9, 7, 33)
     T.test_conv_matches_reference((2, 3, 13, 11), (7, 7), (2, 2), (3, 3), (1, 1), 20, False)
     T.test_conv_matches_reference((1, 16, 10, 7), (3, 2), (2, 1), (1, 0), (2, 2), 32, True)
+    from lezero.runtime import mkl, policy
+    if mkl.library() is not None:       # MKL's path on this packing: channels to 2, not 4
+        import test_int8_mkl as M
+        from lezero.quantization import mkl_int8
+        policy.gemm, mkl_int8.MIN_CHANNELS = "mkl", 1
+        M.test_conv_matches_reference(None, (1, 5, 4, 5), (3, 3), (1, 1), (2, 2), (1, 1), 3,
+                                      True)
+        M.test_linear_matches_reference(None, 9, 7, 33)
     print("ok")
 """)
 
 
 def test_avx2_target_gives_the_same_integers(tmp_path):
-    """The vpmaddwd path, compiled for a target without AVX-512 or VNNI."""
+    """The vpmaddwd path, compiled for a target without AVX-512 or VNNI (and MKL's path
+    on the weights packed for it)."""
     import llvmlite.binding as ll
     features = ll.get_host_cpu_features()
     if not features.get("avx2"):
@@ -169,6 +202,7 @@ def test_avx2_target_gives_the_same_integers(tmp_path):
     flat = ",".join(("+" if v and not k.startswith(("avx512", "avxvnni", "amx")) else "-")
                     + k for k, v in features.items())
     env = dict(os.environ, NUMBA_CPU_FEATURES=flat, NUMBA_CACHE_DIR=str(tmp_path),
+               LEZERO_GEMM="numpy",
                PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), os.getcwd()]))
     run = subprocess.run([sys.executable, "-c", _SUBPROCESS], env=env, capture_output=True,
                          text=True, timeout=300)
