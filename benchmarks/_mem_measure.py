@@ -28,11 +28,14 @@ from bench_checkpoint import TorchSaved
 
 
 def warm(case, dtype):
-    """One full step (first-call caches and compilations out of the way), then the grads
-    set to None.  Returns the parameters the step used (those that got a grad)."""
-    loss = case.loss(dtype)
-    loss.backward()
-    del loss
+    """Two full steps (first-call caches and compilations out of the way, and the scratch
+    of each worker thread: a split part may land on another thread in the next step),
+    then the grads set to None.  Returns the parameters the steps used (those that got a
+    grad)."""
+    for _ in range(2):
+        loss = case.loss(dtype)
+        loss.backward()
+        del loss
     used = [p for p in case.params if p.grad is not None]
     clear_grads(case.params)
     return used

@@ -136,6 +136,11 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, **hyper):
     (``check_adam_args``): the kernel reads without bounds checks."""
     check_adam_args("adam_step_", param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq,
                     hyper["beta1"], hyper["beta2"], hyper["step"])
+    if (type(grad) is np.ndarray and not grad.flags.c_contiguous
+            and type(param) is np.ndarray and param.flags.c_contiguous):
+        # The gradient of a weight used transposed (GPT-2's Conv1D: linear(x, w.T)) is a
+        # transposed view: one copy lets the one-pass kernel run instead of ~12 passes.
+        grad = np.ascontiguousarray(grad)
     arrays = [a for a in (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq) if a is not None]
     fused = (param.dtype.kind == "f" and enabled(*arrays)
              and all(a.dtype == param.dtype and a.flags.c_contiguous for a in arrays)

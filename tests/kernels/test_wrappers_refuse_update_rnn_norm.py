@@ -252,3 +252,20 @@ def test_layer_norm_grad_numba_refuses_each_wrong_one(change, match):
     a.update(change)
     with pytest.raises((TypeError, ValueError), match="layer_norm_grad_numba: " + match):
         layernorm.layer_norm_grad_numba(**a)
+
+
+def test_adam_takes_a_transposed_gradient_on_the_kernel(monkeypatch):
+    """A weight used transposed gets an F-ordered gradient: the dispatcher copies it once
+    and runs the kernel (not the ~12-pass reference), with the reference's numbers."""
+    rng = np.random.default_rng(0)
+    p = rng.standard_normal((6, 5)).astype(np.float32)
+    g = np.asfortranarray(rng.standard_normal((6, 5)).astype(np.float32))
+    hyper = dict(lr=1e-2, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01, step=1,
+                 decoupled=True, maximize=False)
+    want = [p.copy(), np.zeros_like(p), np.zeros_like(p)]
+    adam.adam_step_ref(want[0], g, want[1], want[2], None, **hyper)
+    monkeypatch.setattr(adam, "adam_step_ref", lambda *a, **k: pytest.fail("reference ran"))
+    got = [p.copy(), np.zeros_like(p), np.zeros_like(p)]
+    adam.adam_step_(got[0], g, got[1], got[2], None, **hyper)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
