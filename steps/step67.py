@@ -201,6 +201,11 @@ def int8(resnet, x):
               f"({seconds[0] * 1e3:.2f} ms against {seconds[1] * 1e3:.2f} ms)")
     print("  A product big enough is split over Numba's thread pool; on a machine whose cores "
           "are busy,\n  waking the pool can cost more than the product: compare the two lines.")
+    from lezero.quantization import mkl_int8
+    from lezero.runtime import mkl
+    print(f"  Where Intel MKL is loaded (here: {mkl.available()}), layers of "
+          f">= {mkl_int8.MIN_CHANNELS} input channels run on its\n  exact uint8 x int8 GEMM "
+          "(AMX or VNNI units) instead, in blocks of patch rows; same integers.")
 
 
 def on_one_thread(fn):
@@ -247,7 +252,7 @@ def shortened(text, width=58):
 
 def runtime_and_benchmark():
     print("\n6. threads and BLAS as LeZero applied them on import (lezero.runtime.rows())")
-    wanted = ("threads", "small_flops", "small_gemm_one_thread", "blas_thread_timeout",
+    wanted = ("threads", "gemm", "small_flops", "small_gemm_one_thread", "blas_thread_timeout",
               "OPENBLAS_THREAD_TIMEOUT", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
     found = {name: (value, source, meaning)
              for _, name, value, source, meaning in lezero.runtime.rows()}
@@ -261,6 +266,7 @@ def runtime_and_benchmark():
         where = os.path.basename(os.path.dirname(pool["filepath"]))
         print(f"  loaded pool: {pool['internal_api']} from {where}, "
               f"{pool['num_threads']} thread(s)")
+    gemm_library()
     print("  The real-size comparison with PyTorch / Hugging Face / onnxruntime, same "
           "weights and threads\n  (minutes; not run here):")
     import bench_real
@@ -268,6 +274,27 @@ def runtime_and_benchmark():
         if line.strip().startswith("python benchmarks/bench_real.py"):
             print("   ", line.strip())
     print("  its rows:", ", ".join(r.key for r in bench_real.ROWS))
+
+
+def gemm_library():
+    """Which library runs float products, and one BERT-sized product both ways."""
+    from lezero.runtime import blas, mkl, policy
+    found = mkl.library() is not None
+    print(f"  float products: policy.gemm = {policy.gemm!r} (LEZERO_GEMM), Intel MKL "
+          f"{'loaded, sequential layer' if found else 'not installed: NumPy runs them'}")
+    if not found:
+        return
+    a = rng.standard_normal((256, 768)).astype(np.float32)
+    w = rng.standard_normal((3072, 768)).astype(np.float32)
+
+    def product(mode):
+        def run():
+            with policy.using(gemm=mode):
+                return blas.matmul(a, w.T)
+        return run
+    ratios, seconds = round_ratios([product("mkl"), product("numpy")], rounds=ROUNDS)
+    print(f"  a BERT feed-forward product (256x768 @ 768x3072): MKL / NumPy's OpenBLAS time "
+          f"{ratios[0]:.2f} ({seconds[0] * 1e3:.2f} ms against {seconds[1] * 1e3:.2f} ms)")
 
 
 def main():

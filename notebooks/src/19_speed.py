@@ -265,6 +265,18 @@ for label, fns in (("as it runs", pair), ("serial kernels", [on_one_thread(f) fo
     print(f"INT8 / float32, {label}: {round_ratios(fns, rounds=7)[0][0]:.2f}")
 
 # %% [markdown]
+# **Which library multiplies.** Where the `mkl` wheel is installed (LeZero depends on it on
+# x86-64 Linux), float products run on Intel MKL's `sgemm`, split over LeZero's threads, and
+# INT8 layers of 16 or more input channels on its exact uint8 x int8 GEMM;
+# `lezero.runtime.policy.gemm = "numpy"` (or `LEZERO_GEMM=numpy`) puts them back on NumPy's
+# OpenBLAS. The step's helper times one BERT-sized product both ways.
+
+# %%
+from step67 import gemm_library  # noqa: E402
+
+gemm_library()
+
+# %% [markdown]
 # **Threads and BLAS.** LeZero applies its thread policy on import, so a user sets no
 # variable; `lezero.runtime.show()` lists each setting and where it came from (here the
 # lines about threads). The comparison with PyTorch, Hugging Face and onnxruntime at real

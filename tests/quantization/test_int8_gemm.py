@@ -146,9 +146,9 @@ def test_wrong_inputs_are_refused():
         nhwc.max_pool(x.astype(np.int8), R.geometry((6, 6), (2, 2), (2, 2), (0, 0)))
 
 
-def test_converted_model_equals_the_int16_kernels(monkeypatch):
-    """A converted ResNet-style block: the fast path's outputs equal the int16 kernels'
-    (ISA None), and its activations stay NHWC between the layers."""
+def calibrated_small_resnet():
+    """A ResNet-18 of width 8 prepared and calibrated for INT8 (two random batches; convert
+    it with ``Q.convert``), and an input."""
     import lezero as lz
     from lezero import nn
     from lezero import quantization as Q
@@ -159,8 +159,16 @@ def test_converted_model_equals_the_int16_kernels(monkeypatch):
     calib = [RNG.standard_normal((2, 3, 16, 16)).astype(np.float32) for _ in range(2)]
     prepared = Q.prepare(Q.fuse(quantizable_resnet(model).eval()))
     Q.calibrate(prepared, calib)
+    return prepared, RNG.standard_normal((3, 3, 16, 16)).astype(np.float32)
+
+
+def test_converted_model_equals_the_int16_kernels(monkeypatch):
+    """A converted ResNet-style block: the fast path's outputs equal the int16 kernels'
+    (ISA None), and its activations stay NHWC between the layers."""
+    import lezero as lz
+    from lezero import quantization as Q
+    prepared, x = calibrated_small_resnet()
     fast = Q.convert(prepared)
-    x = RNG.standard_normal((3, 3, 16, 16)).astype(np.float32)
     with lz.no_grad():
         y_fast = fast(x).data
         layer = fast.layer1[0].conv1(fast.maxpool(fast.conv1(fast.quant(x))))

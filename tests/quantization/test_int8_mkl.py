@@ -12,8 +12,8 @@ from lezero.kernels import int8_blocks as B
 from lezero.kernels import int8_gemm as G
 from lezero.quantization import mkl_int8, nhwc
 from lezero.quantization import reference as R
-from lezero.quantization.fixed_point import quantize_multiplier
 from lezero.runtime import mkl, policy
+from tests.quantization.test_int8_gemm import _tables, calibrated_small_resnet
 
 pytestmark = pytest.mark.skipif(G.ISA is None or mkl.library() is None,
                                 reason="needs a VNNI/AVX2 target and the mkl wheel")
@@ -26,12 +26,6 @@ def on_mkl(monkeypatch):
     monkeypatch.setattr(mkl_int8, "MIN_CHANNELS", 1)
     with policy.using(gemm="mkl"):
         yield
-
-
-def _tables(o):
-    bias = RNG.integers(-20000, 20000, o).astype(np.int32)
-    m, shift = quantize_multiplier(RNG.uniform(1e-5, 3e-3, o))
-    return bias, m, shift
 
 
 def _nhwc_input(shape):
@@ -159,17 +153,9 @@ def test_few_channels_stay_on_the_vnni_kernel():
 
 def test_converted_model_is_the_same_on_mkl_and_vnni(on_mkl):
     import lezero as lz
-    from lezero import nn
     from lezero import quantization as Q
-    from lezero.quantization.models import quantizable_resnet
-    lz.manual_seed(0)
-    model = nn.models.get_model("resnet18", num_classes=10, small_input=True,
-                                base_width=8).eval()
-    calib = [RNG.standard_normal((2, 3, 16, 16)).astype(np.float32) for _ in range(2)]
-    prepared = Q.prepare(Q.fuse(quantizable_resnet(model).eval()))
-    Q.calibrate(prepared, calib)
+    prepared, x = calibrated_small_resnet()
     q = Q.convert(prepared)
-    x = RNG.standard_normal((3, 3, 16, 16)).astype(np.float32)
     outs = []
     for mode in ("mkl", "numpy"):
         with policy.using(gemm=mode), lz.no_grad():
