@@ -34,7 +34,7 @@ from lezero.core import Function
 from lezero.functions.common import xp_of
 from lezero.kernels import lstm as lstm_kernels
 from lezero.kernels import lstm_parts
-from lezero.runtime.blas import is_small, one_blas_thread
+from lezero.runtime.blas import is_small, matmul as blas_matmul, matmul_nd, one_blas_thread
 
 
 class _Recurrence(Function):
@@ -108,10 +108,10 @@ class _Recurrence(Function):
         rows = max(bs for _, bs in self.steps)     # the recurrent products are small
         with one_blas_thread(is_small(rows, w_hh.shape[1], w_hh.shape[0])):
             d_in, d_rec, d_states = self.bptt(xp_of(x), gys, w_hh)
-        dx = d_in @ w_ih if need[0] else None
+        dx = blas_matmul(d_in, w_ih) if need[0] else None
         n_w = 1 + n_state
-        dw_ih = d_in.T @ x if need[n_w] else None
-        dw_hh = d_rec.T @ self.h_prev if need[n_w + 1] else None
+        dw_ih = blas_matmul(d_in.T, x) if need[n_w] else None
+        dw_hh = blas_matmul(d_rec.T, self.h_prev) if need[n_w + 1] else None
         grads = [dx, *d_states, dw_ih, dw_hh]
         if has_bias:
             want_ih, want_hh = need[n_w + 2], need[n_w + 3]
@@ -160,7 +160,7 @@ class LSTMLayer(_Recurrence):
         if self.amp_saved_dtype is not None:
             return (self._run_low(xp, x, w_ih, w_hh, bias, h, c), h, c)
         hidden = w_hh.shape[1]
-        gates = x @ w_ih.T                      # every step's input projection at once
+        gates = blas_matmul(x, w_ih.T)          # every step's input projection at once
         if bias is not None:
             gates += bias
         y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
@@ -190,7 +190,7 @@ class LSTMLayer(_Recurrence):
         with one_blas_thread(is_small(h.shape[0], hidden, w_hh.shape[0])):
             for off, bs in steps:
                 sl = slice(off, off + bs)
-                xp.matmul(h[:bs], w_hh_t, out=hw[:bs])
+                matmul_nd(xp, h[:bs], w_hh_t, out=hw[:bs])
                 cell(gates[sl], hw[:bs], c[:bs], c_prev[sl], tanh_c[sl], y[sl], h[:bs],
                      h_prev[sl])
 
@@ -210,7 +210,7 @@ class LSTMLayer(_Recurrence):
         for r0, r1, steps in spans:
             gates, saved = g_buf[:r1 - r0], tuple(a[:r1 - r0] for a in s_buf)
             with one_blas_thread(is_small(r1 - r0, x.shape[1], 4 * hidden)):
-                xp.matmul(x[r0:r1], w_ih.T, out=gates)
+                matmul_nd(xp, x[r0:r1], w_ih.T, out=gates)
             if bias is not None:
                 gates += bias
             self._loop(xp, gates, w_hh, h, c, saved, steps, w_parts)
@@ -233,14 +233,14 @@ class LSTMLayer(_Recurrence):
             lstm_parts.backward(self.gates, self.tanh_c, self.c_prev, gy, w_hh, dh, dc, d,
                                 self.steps, self.parts)
             off, bs = self.steps[0]
-            xp.matmul(d[off:off + bs], w_hh, out=dh[:bs])
+            matmul_nd(xp, d[off:off + bs], w_hh, out=dh[:bs])
             return d, d, (dh, dc)
         cell_grad = lstm_kernels.pick(d)[1]
         for off, bs in reversed(self.steps):
             sl = slice(off, off + bs)
             cell_grad(self.gates[sl], self.tanh_c[sl], self.c_prev[sl], gy[sl], dh[:bs],
                       dc[:bs], d[sl])
-            xp.matmul(d[sl], w_hh, out=dh[:bs])
+            matmul_nd(xp, d[sl], w_hh, out=dh[:bs])
         return d, d, (dh, dc)
 
     def _gradients_low(self, gys):
@@ -265,7 +265,7 @@ class LSTMLayer(_Recurrence):
             with one_blas_thread(is_small(r1 - r0, w_hh.shape[0], max(x.shape[1],
                                                                      w_hh.shape[1]))):
                 if dx is not None:
-                    dx[r0:r1] = _round(d @ w_ih, x.dtype)
+                    dx[r0:r1] = _round(blas_matmul(d, w_ih), x.dtype)
                 sums.add(d, _lift(x[r0:r1]), _lift(self.h_prev[r0:r1]))
         grads = [dx, dh, dc, sums.w_ih, sums.w_hh]
         if bias:
@@ -282,7 +282,7 @@ class LSTMLayer(_Recurrence):
                 sl = slice(r0 + off, r0 + off + bs)
                 cell_grad(*[_lift(a[sl]) for a in (self.gates, self.tanh_c, self.c_prev, gy)],
                           dh[:bs], dc[:bs], d[off:off + bs])
-                xp.matmul(d[off:off + bs], w_hh, out=dh[:bs])
+                matmul_nd(xp, d[off:off + bs], w_hh, out=dh[:bs])
 
 
 def _round(a, dtype):
@@ -347,7 +347,7 @@ class GRULayer(_Recurrence):
         (h0,) = states
         hidden = w_hh.shape[1]
         two = 2 * hidden
-        acts = x @ w_ih.T
+        acts = blas_matmul(x, w_ih.T)
         if b_ih is not None:
             acts += b_ih
         y = xp.empty((x.shape[0], hidden), dtype=x.dtype)
@@ -359,7 +359,7 @@ class GRULayer(_Recurrence):
             sl = slice(off, off + bs)
             hp = h[:bs]
             self.h_prev[sl] = hp
-            hw = hp @ w_hh_t
+            hw = blas_matmul(hp, w_hh_t)
             if b_hh is not None:
                 hw += b_hh
             a = acts[sl]
@@ -405,7 +405,7 @@ class GRULayer(_Recurrence):
             dr[:, :two] = di[:, :two]
             xp.multiply(di[:, two:], r, out=dr[:, two:])
             dhb *= z
-            dhb += dr @ w_hh
+            dhb += blas_matmul(dr, w_hh)
         return d_in, d_rec, (dh,)
 
 
@@ -419,7 +419,7 @@ class ElmanLayer(_Recurrence):
 
     def run(self, xp, x, states, w_ih, w_hh, b_ih, b_hh):
         (h0,) = states
-        y = x @ w_ih.T
+        y = blas_matmul(x, w_ih.T)
         if b_ih is not None:
             y += b_ih + b_hh
         self.h_prev = xp.empty_like(y)
@@ -429,7 +429,7 @@ class ElmanLayer(_Recurrence):
             sl = slice(off, off + bs)
             self.h_prev[sl] = h[:bs]
             yb = y[sl]
-            yb += h[:bs] @ w_hh_t
+            yb += blas_matmul(h[:bs], w_hh_t)
             if self.relu:
                 xp.maximum(yb, 0, out=yb)
             else:
@@ -450,5 +450,5 @@ class ElmanLayer(_Recurrence):
                 db *= yb > 0
             else:
                 db *= 1 - yb * yb
-            dh[:bs] = db @ w_hh
+            dh[:bs] = blas_matmul(db, w_hh)
         return d, d, (dh,)
