@@ -84,6 +84,12 @@ def stacked(a, b, out=None):
     count = math.prod(lead)
     if count == 0:
         return out
+    if b.ndim == 2 and a.flags.c_contiguous and out.flags.c_contiguous and count > 1:
+        # a stack times one matrix (x @ W over batch axes): one product of the merged rows
+        if mkl.operand(b, "b") is None:
+            return None
+        _into(a.reshape(-1, k), b, out.reshape(-1, n))
+        return out
     A = np.broadcast_to(a, lead + (m, k))
     B = np.broadcast_to(b, lead + (k, n))
     first = (0,) * len(lead)

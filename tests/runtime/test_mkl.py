@@ -164,3 +164,15 @@ def test_matmul_leaves_other_dtypes_and_strides_to_numpy(monkeypatch):
     np.testing.assert_array_equal(blas.matmul(x, x), x @ x)
     np.testing.assert_array_equal(blas.matmul(x.astype(np.float16), x.astype(np.float16)),
                                   (x @ x).astype(np.float16))
+
+
+def test_a_stack_times_one_matrix_is_one_merged_product(monkeypatch, threaded):
+    rng = np.random.default_rng(5)
+    calls = []
+    monkeypatch.setattr(mkl, "checked_gemm", _spy(mkl.checked_gemm, calls))
+    x = rng.standard_normal((3, 40, 30)).astype(np.float32)
+    w = rng.standard_normal((20, 30)).astype(np.float32)
+    with policy.using(small_flops=1e12):
+        y = blas.matmul_nd(np, x, w.T)
+    np.testing.assert_allclose(y, x @ w.T, rtol=2e-5, atol=2e-4)
+    assert len(calls) == 1 and y.shape == (3, 40, 20)

@@ -14,7 +14,7 @@ from lezero.functions.math import add, mul
 from lezero.functions.registry import register
 from lezero.functions.shape import reshape, sum_to, swapaxes, transpose
 from lezero.kernels.bias import add_bias_, bias_grad
-from lezero.runtime.blas import matmul as blas_matmul
+from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
 from lezero.runtime.products import matmul_pair
 from lezero.utils.checks import check_array, check_axis, check_float_array
 
@@ -30,6 +30,8 @@ class MatMul(Function):
     reads_outputs = False
 
     def forward(self, a, b):
+        if a.ndim >= 2 and b.ndim >= 2:         # MKL where available (runtime.blas)
+            return matmul_nd(xp_of(a), a, b)
         return a @ b
 
     def backward(self, gy):
