@@ -9,7 +9,8 @@ least ``policy.gemm_min_part_flops``: a stack by its matrices, one matrix by row
 of ``a`` when it has enough rows (``policy.gemm_min_part_rows`` per part), else by column
 blocks of ``b``; each part writes its block of the one output array, so nothing is copied
 or joined.  Inside a split kernel's part (``serial_only()``) it is always one call.
-``sgemm()`` is the C function the kernels that multiply inside Numba code call.
+A one-row product (a matrix-vector product) stays on NumPy.  ``sgemm()`` is the C
+function the kernels that multiply inside Numba code call.
 """
 import math
 
@@ -63,6 +64,8 @@ def product(a, b):
     (m, k), (k2, n) = a.shape, b.shape
     if ta is None or tb is None or k != k2 or max(m, k, n, ta[1], tb[1]) > _LIMIT:
         return None
+    if m == 1:      # a matrix-vector product (a decoding step): NumPy's threaded gemv ran
+        return None     # it in half the time of one MKL call
     out = np.empty((m, n), a.dtype)
     if is_small(m, k, n):               # one call on this thread, without re-checking
         return mkl.checked_gemm(a, ta, b, tb, out, max(n, 1))

@@ -7,16 +7,25 @@
 * ``GenerationMixin``: ``generate`` (greedy or sampled, with or without the cache, with
   left padding) and ``loss`` (HF's shifted next-token cross entropy) for a model whose
   ``forward(input_ids, attention_mask=None, position_ids=None, past_key_values=None)``
-  returns logits (B, T, vocab).
+  returns logits (B, T, vocab); where the forward also takes HF's ``logits_to_keep``,
+  each step asks for the last position's logits only (as HF's ``generate`` does: the
+  vocabulary head over a whole prompt is the largest product of the prefill).
 """
+import inspect
+
 import numpy as np
 
 import lezero as lz
 import lezero.functions as F
 from lezero import cuda
+from lezero.core import get_config
 from lezero.utils.checks import check_bool, check_int, check_number, describe
 
 __all__ = ["KVCache", "filter_logits", "sample_next", "GenerationMixin"]
+
+
+def _data(x):
+    return x.data if isinstance(x, lz.Variable) else x
 
 
 class KVCache:
@@ -24,10 +33,18 @@ class KVCache:
 
     Like HF's ``DynamicCache``: a model's attention layer ``i`` calls ``update(i, k, v)``
     with the new tokens' keys and values and attends over what it returns (the past and
-    the new, concatenated).  The model updates the cache in place."""
+    the new).  The model updates the cache in place.  Without gradients (``no_grad``, as
+    ``generate`` runs) each layer writes into a preallocated buffer and returns views of
+    its filled part, so a step copies only its new tokens, not the whole past (room for
+    ``max_length`` positions at first, doubled when full); with gradients the past and
+    the new are concatenated, so that gradients reach both.  ``layers[i]`` is the
+    ``(key, value)`` layer ``i`` attends over."""
 
-    def __init__(self):
+    def __init__(self, max_length=None):
+        self.max_length = check_int("KVCache", "max_length", max_length, low=1,
+                                    allow_none=True)
         self.layers = []
+        self._room = []            # per layer: (key buffer, value buffer) or None
 
     def __len__(self):
         return len(self.layers)
@@ -38,17 +55,50 @@ class KVCache:
 
     def update(self, layer_idx, key, value):
         """Append ``key``/``value`` to layer ``layer_idx``; returns the whole (k, v)."""
-        if layer_idx == len(self.layers):
-            self.layers.append((key, value))
-            return key, value
-        if not 0 <= layer_idx < len(self.layers):
+        if not 0 <= layer_idx <= len(self.layers):
             raise IndexError(f"KVCache.update: layer {layer_idx} comes after "
                              f"{len(self.layers)} cached layers; layers fill in order")
-        past_k, past_v = self.layers[layer_idx]
-        key = F.concatenate([past_k, key], axis=-2)
-        value = F.concatenate([past_v, value], axis=-2)
-        self.layers[layer_idx] = (key, value)
-        return key, value
+        if layer_idx == len(self.layers):
+            self.layers.append(None)
+            self._room.append(None)
+        if get_config().enable_backprop:
+            self._concatenate(layer_idx, key, value)
+        else:
+            self._write(layer_idx, _data(key), _data(value))
+        return self.layers[layer_idx]
+
+    def _concatenate(self, i, key, value):
+        if self.layers[i] is not None:
+            past_k, past_v = self.layers[i]
+            key = F.concatenate([past_k, key], axis=-2)
+            value = F.concatenate([past_v, value], axis=-2)
+        self.layers[i] = (key, value)
+        self._room[i] = None
+
+    def _write(self, i, key, value):
+        past = 0 if self.layers[i] is None else self.layers[i][0].shape[-2]
+        length = past + key.shape[-2]
+        room = self._room[i]
+        if (room is None or room[0].shape[-2] < length or room[0].dtype != key.dtype
+                or room[0].shape[:-2] != key.shape[:-2]):
+            room = self._grow(i, key, value, past, length)
+        room[0][..., past:length, :] = key
+        room[1][..., past:length, :] = value
+        self.layers[i] = tuple(lz.Variable(r[..., :length, :], requires_grad=False)
+                               for r in room)
+
+    def _grow(self, i, key, value, past, length):
+        """New buffers with room for at least ``length`` positions, holding the past."""
+        old = 0 if self._room[i] is None else self._room[i][0].shape[-2]
+        size = max(length, self.max_length or 0, 2 * old)
+        xp = cuda.get_array_module(key)
+        room = tuple(xp.empty(a.shape[:-2] + (size, a.shape[-1]), a.dtype)
+                     for a in (key, value))
+        if past:
+            for buf, kept in zip(room, self.layers[i]):
+                buf[..., :past, :] = kept.data
+        self._room[i] = room
+        return room
 
 
 def filter_logits(logits, temperature=1.0, top_k=None, top_p=None):
@@ -109,6 +159,12 @@ def _check_generate(input_ids, attention_mask, max_new_tokens):
     return ids, mask.astype(np.int64)
 
 
+def _keeps_last_logits(model):
+    """Whether ``model.forward`` takes HF's ``logits_to_keep`` (then a step computes the
+    vocabulary head for the last position only, not for the whole prompt)."""
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
 class GenerationMixin:
     """``generate`` and ``loss`` for a causal language model (see the module docstring)."""
 
@@ -143,7 +199,8 @@ class GenerationMixin:
         xp = cuda.get_array_module(next(self.parameters()).data)
         rng = lz.get_rng()
         padded = not mask.all()
-        cache = KVCache() if use_cache else None
+        cache = KVCache(ids.shape[1] + max_new_tokens) if use_cache else None
+        last_only = {"logits_to_keep": 1} if _keeps_last_logits(self) else {}
         done = np.zeros(len(ids), dtype=bool)
         was_training = self.training
         self.eval()
@@ -156,7 +213,7 @@ class GenerationMixin:
                     logits = self(xp.asarray(ids[:, start:]),
                                   attention_mask=xp.asarray(mask) if padded else None,
                                   position_ids=xp.asarray(positions[:, start:]),
-                                  past_key_values=cache)
+                                  past_key_values=cache, **last_only)
                     last = cuda.as_numpy(logits.data[:, -1]).astype(np.float64)
                     nxt = (sample_next(filter_logits(last, temperature, top_k, top_p), rng)
                            if do_sample else last.argmax(axis=-1))

@@ -16,10 +16,12 @@ import numpy as np
 
 import lezero.functions as F
 from lezero import cuda, nn
+from lezero.core import get_config
 from lezero.nn.models._hf import (activation, attention_bias, check_input_ids,
                                   init_hf_weights, require_false, resolve_config)
 from lezero.nn.models.generation import GenerationMixin
 from lezero.nn.models.registry import register_model
+from lezero.utils.checks import check_int
 
 __all__ = ["Conv1D", "GPT2Model", "GPT2LMHeadModel", "GPT2_FIELDS"]
 
@@ -43,6 +45,11 @@ GPT2_IGNORED = {"summary_type", "summary_use_proj", "summary_activation",
                 "n_ctx"}   # n_ctx: older configs' copy of n_positions
 
 
+def _in_autocast():
+    """Whether an ``amp.autocast`` region is active (nn sits below amp: its hook's flag)."""
+    return any(getattr(h, "is_autocast", False) for h in get_config().function_hooks)
+
+
 class Conv1D(nn.Module):
     """OpenAI's / HF's ``Conv1D(nf, nx)``: y = x @ weight + bias with ``weight`` (nx, nf)
     -- a linear layer stored transposed (in_features first)."""
@@ -58,9 +65,16 @@ class Conv1D(nn.Module):
         if x.shape[-1] != self.nx:
             raise ValueError(f"Conv1D: expected input with {self.nx} features in the last "
                              f"dim, got shape {x.shape}")
-        y = F.matmul(x, self.weight)
-        # HF's torch.addmm: under autocast the bias joins the product in its dtype
-        return y + (self.bias if y.dtype == self.bias.dtype else self.bias.to(dtype=y.dtype))
+        if _in_autocast():
+            # Under autocast the product reads the parameter itself, so autocast's cached
+            # float16 copy serves it (HF's torch.addmm: the bias joins the product in its
+            # dtype).
+            y = F.matmul(x, self.weight)
+            return y + (self.bias if y.dtype == self.bias.dtype
+                        else self.bias.to(dtype=y.dtype))
+        # One GEMM over the merged batch axes with the bias added in place, as HF's addmm
+        # (NumPy's 3-D matmul runs one product per batch row, each reading the weight).
+        return F.linear(x, self.weight.T, self.bias)
 
     def extra_repr(self):
         return f"nf={self.nf}, nx={self.nx}"
@@ -172,8 +186,10 @@ class GPT2LMHeadModel(nn.Module, GenerationMixin):
     scale_attn_by_inverse_layer_idx=False, tie_word_embeddings=True``; ``hidden_size``,
     ``num_hidden_layers``, ``num_attention_heads``, ``max_position_embeddings`` are
     accepted as HF's aliases).  ``forward(input_ids, attention_mask=None,
-    position_ids=None, token_type_ids=None, past_key_values=None)`` returns the logits
-    (B, T, vocab_size); a ``KVCache`` passed as ``past_key_values`` is extended in place.
+    position_ids=None, token_type_ids=None, past_key_values=None, logits_to_keep=0)``
+    returns the logits (B, T, vocab_size), or of the last ``logits_to_keep`` positions
+    only (as HF's; ``generate`` asks for one); a ``KVCache`` passed as ``past_key_values``
+    is extended in place.
     """
 
     def __init__(self, **config):
@@ -193,7 +209,10 @@ class GPT2LMHeadModel(nn.Module, GenerationMixin):
             self.lm_head.weight = self.transformer.wte.weight
 
     def forward(self, input_ids, attention_mask=None, position_ids=None, token_type_ids=None,
-                past_key_values=None):
+                past_key_values=None, logits_to_keep=0):
         hidden = self.transformer(input_ids, attention_mask, position_ids, token_type_ids,
                                   past_key_values)
+        if logits_to_keep:              # HF's: only the last positions (generate needs one)
+            check_int("GPT2LMHeadModel", "logits_to_keep", logits_to_keep, low=0)
+            hidden = hidden[:, -logits_to_keep:]
         return self.lm_head(hidden)

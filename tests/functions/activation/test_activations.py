@@ -115,6 +115,23 @@ def test_gelu_numba_kernel_matches_numpy_reference():
 
 
 @pytest.mark.skipif(not kernels.numba_available(), reason="numba not installed")
+def test_gelu_numba_kernel_far_tail_and_specials():
+    """The density's exponential is floored at e^-87 (|x| > 13): GELU there is 0 (the
+    truth is below 1e-38); down to it the tail keeps its relative accuracy."""
+    from lezero.kernels.gelu import gelu_grad_numba, gelu_numba
+    far = np.array([-9.0, -13.0], np.float32)
+    truth = far * 0.5 * erfc(-far.astype(np.float64) / np.sqrt(2))
+    np.testing.assert_allclose(gelu_numba(far), truth, rtol=5e-2)
+    x = np.array([-13.5, -20.0, 20.0, np.nan, np.inf], np.float32)
+    y = gelu_numba(x)
+    np.testing.assert_array_equal(y[:3], [0.0, 0.0, 20.0])
+    assert np.isnan(y[3]) and y[4] == np.inf
+    g = gelu_grad_numba(x, np.ones_like(x))
+    np.testing.assert_array_equal(g[:3], [0.0, 0.0, 1.0])
+    assert np.isnan(g[3])
+
+
+@pytest.mark.skipif(not kernels.numba_available(), reason="numba not installed")
 def test_gelu_tanh_numba_kernel_matches_float64_truth_and_torch():
     from lezero.kernels.gelu import gelu_grad_numba as gelu_backward, gelu_numba as gelu_forward
     x = np.concatenate([rand(997, dtype=np.float32, low=-8, high=8, seed=13),

@@ -1,5 +1,7 @@
-"""Generation for GPT-2 and LLaMA: the KV cache gives the uncached logits and tokens,
-HF's warpers (temperature, top-k, top-p) keep the right tokens, padding and eos work."""
+"""Generation for GPT-2 and LLaMA: the KV cache gives the uncached logits and tokens
+(written into a buffer without gradients, concatenated with them), HF's warpers
+(temperature, top-k, top-p) keep the right tokens, padding and eos work, and
+``logits_to_keep`` gives the last positions' logits."""
 import numpy as np
 import pytest
 
@@ -30,6 +32,50 @@ def test_cached_steps_give_the_full_forward_logits(model):
             parts.append(model(ids[:, t:t + 1], past_key_values=cache).data)
     assert cache.get_seq_length() == 9 and len(cache) == 2
     np.testing.assert_allclose(np.concatenate(parts, axis=1), full, rtol=1e-4, atol=1e-5)
+
+
+def test_cache_writes_into_a_buffer_without_gradients():
+    rng = np.random.default_rng(6)
+    k = [rng.standard_normal((2, 3, t, 4)).astype(np.float32) for t in (2, 1, 3)]
+    v = [x + 1 for x in k]
+    cache = KVCache(max_length=3)
+    with lz.no_grad():
+        first = cache.update(0, lz.Variable(k[0]), lz.Variable(v[0]))
+        cache.update(0, lz.Variable(k[1]), lz.Variable(v[1]))
+        room = cache._room[0][0]
+        assert room.shape == (2, 3, 3, 4)              # max_length positions at first
+        got_k, got_v = cache.update(0, k[2], v[2])     # past room: doubled, past kept
+    assert cache._room[0][0].shape == (2, 3, 6, 4) and cache.get_seq_length() == 6
+    np.testing.assert_array_equal(got_k.data, np.concatenate(k, axis=2))
+    np.testing.assert_array_equal(got_v.data, np.concatenate(v, axis=2))
+    assert np.shares_memory(got_k.data, cache._room[0][0])     # a view: no copy per step
+    np.testing.assert_array_equal(first[0].data, k[0])          # earlier views stay valid
+    with pytest.raises(IndexError, match="layer 2"):
+        cache.update(2, k[0], v[0])
+    with pytest.raises(ValueError, match="max_length"):
+        KVCache(max_length=0)
+
+
+def test_cache_concatenates_with_gradients():
+    k0, k1 = (lz.Variable(np.full((1, 1, t, 2), t, np.float32)) for t in (2, 1))
+    cache = KVCache()
+    cache.update(0, k0, k0)
+    k, _ = cache.update(0, k1, k1 * 2.0)
+    (k * k).sum().backward()
+    np.testing.assert_array_equal(k0.grad.data, 2 * k0.data)    # gradient reaches the past
+    assert cache._room[0] is None
+
+
+def test_logits_to_keep_gives_the_last_positions():
+    lz.manual_seed(0)
+    m = models.get_model("gpt2", **GPT2).eval()
+    ids = np.random.default_rng(7).integers(0, 53, (2, 6))
+    with lz.no_grad():
+        full = m(ids).data
+        last = m(ids, logits_to_keep=2).data
+    np.testing.assert_allclose(last, full[:, -2:], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="logits_to_keep"):
+        m(ids, logits_to_keep=-1)
 
 
 @pytest.mark.parametrize("sampling", [dict(), dict(do_sample=True, temperature=0.7,

@@ -74,3 +74,25 @@ def test_config_aliases_and_errors():
         models.get_model("gpt2", n_embd=30, n_head=4)
     with pytest.raises(ValueError, match="n_positions|max_position"):
         m(np.ones((1, 9), np.int64))
+
+
+def test_conv1d_one_gemm_paths_agree():
+    """Conv1D runs one GEMM over the merged rows (linear with the weight's transpose),
+    a one-row input and autocast the plain matmul: all give x @ weight + bias."""
+    import lezero as lz
+    from lezero import amp
+    from lezero.nn.models.gpt2 import Conv1D
+    layer = Conv1D(6, 4)
+    layer.bias.data[...] = np.arange(6, dtype=np.float32)
+    x = np.random.default_rng(0).standard_normal((3, 2, 4)).astype(np.float32)
+    want = x @ layer.weight.data + layer.bias.data
+    np.testing.assert_allclose(layer(x).data, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(layer(x[:1, :1]).data, want[:1, :1], rtol=1e-5, atol=1e-6)
+    with amp.autocast("bfloat16"):
+        low = layer(lz.Variable(x))
+    assert low.dtype != np.float32                     # autocast lowered the product
+    np.testing.assert_allclose(np.asarray(low.data, np.float32), want, rtol=0.05, atol=0.05)
+    loss = layer(lz.Variable(x)).sum()
+    loss.backward()
+    np.testing.assert_allclose(layer.weight.grad.data, np.broadcast_to(
+        x.reshape(-1, 4).sum(0)[:, None], (4, 6)), rtol=1e-5)
