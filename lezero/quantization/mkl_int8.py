@@ -9,12 +9,14 @@ loaded and ``policy.gemm == "mkl"``); ``lz.runtime.policy.gemm = "numpy"`` bring
 ``int8_gemm.pack`` keeps beside its VNNI panels.  Same integers as
 ``quantization.reference`` either way.
 """
+import weakref
+
 import numpy as np
 
 from lezero.kernels import int8_blocks, int8_gemm
-from lezero.runtime import mkl, policy
+from lezero.runtime import Faster, mkl, policy
 
-__all__ = ["usable", "conv2d", "linear", "INT8_SPEEDUP", "MIN_CHANNELS"]
+__all__ = ["usable", "choose", "conv2d", "linear", "INT8_SPEEDUP", "MIN_CHANNELS", "ADAPTIVE"]
 
 # An int8 product runs about this many times faster than float32's: a part of an int8
 # split takes as much work (in flops) as ``policy.gemm_min_part_flops`` times this.
@@ -26,9 +28,33 @@ INT8_SPEEDUP = 8
 MIN_CHANNELS = 16
 
 
+# Per layer, MKL or the VNNI kernel by recent timings (``lezero.runtime.Faster``): on a
+# quiet machine with two threads the VNNI kernel was as fast or faster (ResNet-18 INT8
+# b2 160x160: 10.4 against 14.2 ms), on one thread or a busy machine MKL (b8 224x224, one
+# thread: 59 against 80 ms).  False: MKL whenever ``usable``.
+ADAPTIVE = True
+
+
 def usable(packed):
-    """True when MKL computes the products of these packed weights."""
+    """True when MKL can compute the products of these packed weights."""
     return packed.matrix is not None and packed.cp >= MIN_CHANNELS and mkl.available()
+
+
+def choose(packed):
+    """``(way, chooser)``: "mkl" or "vnni" for this call of a layer with these weights,
+    and the ``Faster`` that keeps the layer's timings (None when there is no choice)."""
+    if not usable(packed):
+        return "vnni", None
+    if not ADAPTIVE:
+        return "mkl", None
+    chooser = _CHOOSERS.get(packed)
+    if chooser is None:     # beside the weights, not on them: a trace compares their state
+        chooser = _CHOOSERS[packed] = Faster(("mkl", "vnni"), name="int8 products",
+                                             median=True)
+    return chooser.pick(), chooser
+
+
+_CHOOSERS = weakref.WeakKeyDictionary()     # packed weights -> their layer's Faster
 
 
 def _min_part():

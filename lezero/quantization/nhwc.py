@@ -85,16 +85,26 @@ def conv2d(x, x_zp, geo, packed, bias_q, m, shift, zp, lo, hi, dtype):
     if (x.shape[1], geo[0] * geo[1]) != (packed.c, packed.taps):
         raise ValueError(f"{op}: the weights take {packed.c} channels and {packed.taps} "
                          f"taps, got x {x.shape} and a {geo[0]}x{geo[1]} window")
-    if mkl_int8.usable(packed):         # MKL's AMX/VNNI GEMM, in blocks of patch rows
+    plain = geo[:4] + (0, 0) + geo[6:]
+
+    def on_mkl():                       # MKL's AMX/VNNI GEMM, in blocks of patch rows
         xp = _padded(x, x_zp, geo, packed.cp, np.uint8)
-        y = mkl_int8.conv2d(xp, geo[:4] + (0, 0) + geo[6:], packed, bias_q, x_zp, m,
-                            shift, zp, lo, hi, dtype)
-        return nhwc_view(y, x.shape[0], geo[8], geo[9])
-    xp = _padded(x, x_zp, geo, packed.cp, int8_gemm.DTYPES[0])
-    y = int8_gemm.conv_requant(xp, geo[:4] + (0, 0) + geo[6:], packed,
-                               int8_gemm.bias_for(packed, bias_q, x_zp), m, shift, zp, lo,
-                               hi, dtype)
+        return mkl_int8.conv2d(xp, plain, packed, bias_q, x_zp, m, shift, zp, lo, hi, dtype)
+
+    def on_vnni():
+        xp = _padded(x, x_zp, geo, packed.cp, int8_gemm.DTYPES[0])
+        return int8_gemm.conv_requant(xp, plain, packed,
+                                      int8_gemm.bias_for(packed, bias_q, x_zp), m, shift,
+                                      zp, lo, hi, dtype)
+    y = _run(packed, on_mkl, on_vnni, x.shape[0] * geo[8] * geo[9])
     return nhwc_view(y, x.shape[0], geo[8], geo[9])
+
+
+def _run(packed, on_mkl, on_vnni, rows):
+    """The layer's product the way ``mkl_int8.choose`` says, timed for it (per row)."""
+    way, chooser = mkl_int8.choose(packed)
+    run = on_mkl if way == "mkl" else on_vnni
+    return run() if chooser is None else chooser.timed(way, run, max(rows, 1))
 
 
 def linear(x2d, x_zp, packed, bias_q, m, shift, zp, lo, hi, dtype):
@@ -103,16 +113,23 @@ def linear(x2d, x_zp, packed, bias_q, m, shift, zp, lo, hi, dtype):
     argcheck.ndim_is("nhwc.linear", "x", x2d, 2)
     if (packed.taps, packed.c) != (1, x2d.shape[1]):
         raise ValueError(f"nhwc.linear: x must have {packed.c} features, got {x2d.shape}")
-    fast = mkl_int8.usable(packed)
-    dtype_a = np.uint8 if fast else int8_gemm.DTYPES[0]
-    a = np.ascontiguousarray(x2d, dtype=dtype_a)
-    if packed.cp != packed.c:
+
+    def rows_of(dtype_a):
+        if packed.cp == packed.c:
+            return np.ascontiguousarray(x2d, dtype=dtype_a)
         a = np.zeros((x2d.shape[0], packed.cp), dtype_a)
         a[:, :packed.c] = x2d
-    if fast:
-        return mkl_int8.linear(a, packed, bias_q, x_zp, m, shift, zp, lo, hi, dtype)
-    return int8_gemm.gemm_requant(a, packed, int8_gemm.bias_for(packed, bias_q, x_zp), m,
-                                  shift, zp, lo, hi, dtype)
+        return a
+
+    def on_mkl():
+        return mkl_int8.linear(rows_of(np.uint8), packed, bias_q, x_zp, m, shift, zp, lo,
+                               hi, dtype)
+
+    def on_vnni():
+        return int8_gemm.gemm_requant(rows_of(int8_gemm.DTYPES[0]), packed,
+                                      int8_gemm.bias_for(packed, bias_q, x_zp), m, shift,
+                                      zp, lo, hi, dtype)
+    return _run(packed, on_mkl, on_vnni, x2d.shape[0])
 
 
 @njit(**_OPTS)

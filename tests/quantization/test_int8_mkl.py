@@ -24,6 +24,7 @@ RNG = np.random.default_rng(5)
 def on_mkl(monkeypatch):
     """MKL for every layer, the few-channel ones (a stem) included."""
     monkeypatch.setattr(mkl_int8, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(mkl_int8, "ADAPTIVE", False)    # MKL on every call, not by timings
     with policy.using(gemm="mkl"):
         yield
 
@@ -204,3 +205,27 @@ def test_block_rows_stay_within_bounds():
     assert B.block_rows(4608, 512) == 256           # floor: fewer calls into MKL
     assert B.block_rows(4, 1) == 4096               # ceiling
     assert B.block_rows(300, 7) % 16 == 0
+
+
+def test_each_layer_takes_the_way_its_timings_say(monkeypatch):
+    """Adaptive: a layer tries MKL and the VNNI kernel once each, then runs the faster
+    (by the median of its recent timings), exploring the other now and then; the
+    integers are the same either way."""
+    monkeypatch.setattr(mkl_int8, "MIN_CHANNELS", 1)
+    packed = nhwc.pack_conv(RNG.integers(-128, 128, (32, 16, 3, 3)).astype(np.int8))
+    seen = []
+    real_choose = mkl_int8.choose
+    chooser = None
+    monkeypatch.setattr(mkl_int8, "choose",
+                        lambda p: seen.append(real_choose(p)[0]) or (seen[-1], chooser))
+    with policy.using(gemm="mkl"):
+        chooser = real_choose(packed)[1]             # makes the layer's chooser
+        chooser.timings["mkl"].extend([5.0, 5.0, 5.0])       # MKL measured slower
+        chooser.timings["vnni"].extend([1.0, 1.0, 1.0])
+        x = _nhwc_input((2, 16, 9, 9))
+        bias, m, shift = _tables(32)
+        geo = R.geometry((9, 9), (3, 3), (1, 1), (1, 1))
+        outs = [nhwc.conv2d(x, 3, geo, packed, bias, m, shift, 5, 0, 255, np.uint8).copy()
+                for _ in range(4)]
+    assert seen[1:4] == ["vnni"] * 3
+    assert all(np.array_equal(o, outs[0]) for o in outs)
