@@ -9,7 +9,11 @@ Each is one Function, ``y = x * scale + shift`` with constant arrays drawn in fo
 its gradient is ``gy * scale`` (the mask times 1/(1-p) for dropout), and it is linear,
 so double backward is trivially right.
 """
-from lezero.core import Function, Variable
+import math
+
+import numpy as np
+
+from lezero.core import Function, Variable, get_config
 from lezero.random import get_rng
 from lezero.functions.common import as_variable, data_of, xp_of
 from lezero.functions.registry import register
@@ -25,9 +29,13 @@ class ScaleShift(Function):
     """y = x * scale (+ shift): constant arrays broadcast against x (also used by rrelu).
 
     ``scale`` may be a bool mask with ``factor`` its value where True (dropout's kept
-    mask: one byte an element held for backward instead of four)."""
+    mask).  After forward a host mask of ``PACK_MIN`` elements or more is held for
+    backward packed eight to a byte (``np.packbits``: an eighth of a bool mask, a
+    thirty-second of float32), and unpacked when backward needs it; not while a trace
+    records (``lz.jit`` reads the mask itself)."""
 
     save_inputs, reads_outputs = (), False
+    bits = None             # the packed mask, when forward packed it
 
     def __init__(self, scale, shift=None, factor=None):
         self.scale = scale
@@ -38,13 +46,30 @@ class ScaleShift(Function):
         y = x * self.scale
         if self.factor is not None:
             y *= x.dtype.type(self.factor)
+            self._pack()
         return y if self.shift is None else y + self.shift
 
+    def _pack(self):
+        m = self.scale
+        if (type(m) is np.ndarray and m.dtype == np.bool_ and m.size >= PACK_MIN
+                and not get_config().tracing):
+            self.bits, self.mask_shape, self.scale = np.packbits(m, axis=None), m.shape, None
+
+    def mask(self):
+        """The scale (the bool mask, unpacked if forward packed it)."""
+        if self.bits is None:
+            return self.scale
+        size = math.prod(self.mask_shape)
+        return np.unpackbits(self.bits, count=size).view(np.bool_).reshape(self.mask_shape)
+
     def backward(self, gy):
-        scale = self.scale
+        scale = self.mask()
         if self.factor is not None:
             scale = scale * gy.dtype.type(self.factor)      # bool mask * factor, gy's dtype
         return gy * as_variable(scale)
+
+
+PACK_MIN = 1 << 12          # elements from which a kept dropout mask is bit-packed
 
 
 def _keep_mask(arr, p, shape):

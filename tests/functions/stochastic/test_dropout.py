@@ -155,3 +155,22 @@ def test_dropout_on_gpu(xp):
     np.testing.assert_array_equal(a, b)
     c = lz.cuda.as_numpy(F.dropout2d(xp.ones((30, 20, 2, 2), dtype=np.float32)).data)
     assert np.all(c.min(axis=(2, 3)) == c.max(axis=(2, 3)))
+
+
+def test_a_large_mask_is_kept_packed_eight_to_a_byte():
+    """dropout keeps its mask for backward as bits (an eighth of a bool mask), and the
+    gradient is the unpacked mask times 1/(1-p) all the same."""
+    from lezero.functions.stochastic.dropouts import PACK_MIN
+    lz.manual_seed(3)
+    x = lz.Variable(np.ones((64, 128), np.float32))
+    y = F.dropout(x, p=0.3, training=True)
+    f = y.creator
+    assert 64 * 128 >= PACK_MIN and f.scale is None and f.bits.nbytes == 64 * 128 // 8
+    y.backward(grad=lz.Variable(np.full((64, 128), 2.0, np.float32)))
+    kept = y.data != 0
+    np.testing.assert_allclose(x.grad.data, np.where(kept, 2.0 / 0.7, 0.0), rtol=1e-6)
+    small = F.dropout(lz.Variable(np.ones((4, 4), np.float32)), p=0.3, training=True)
+    assert small.creator.bits is None and small.creator.scale.dtype == np.bool_
+    with lz.using_config("tracing", True):          # a trace reads the mask itself
+        traced = F.dropout(lz.Variable(np.ones((64, 128), np.float32)), p=0.3, training=True)
+    assert traced.creator.bits is None and traced.creator.scale.shape == (64, 128)
