@@ -49,12 +49,17 @@ def _into(a, b, out):
     if len(ranges) == 1:
         mkl.gemm(a, b, out)
     elif how == "rows":
-        run_parts(lambda i: mkl.gemm(a[slice(*ranges[i])], b, out[slice(*ranges[i])]),
+        run_parts(lambda i: _block(a[slice(*ranges[i])], b, out[slice(*ranges[i])]),
                   len(ranges))
     else:
-        run_parts(lambda i: mkl.gemm(a, b[:, slice(*ranges[i])], out[:, slice(*ranges[i])]),
+        run_parts(lambda i: _block(a, b[:, slice(*ranges[i])], out[:, slice(*ranges[i])]),
                   len(ranges))
     return out
+
+
+def _block(a, b, out):
+    """One part's product; returns None, so no view of ``out`` waits in a Join."""
+    mkl.gemm(a, b, out)
 
 
 def product(a, b):
@@ -114,6 +119,6 @@ def stacked(a, b, out=None):
 
     def part(p):
         for i in index[slice(*ranges[p])]:
-            mkl.gemm(A[i], B[i], out[i])
+            _block(A[i], B[i], out[i])
     run_parts(part, parts)
     return out

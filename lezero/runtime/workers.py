@@ -13,7 +13,6 @@ Workers are daemon threads made on first use and again after a fork (a child inh
 no running threads).  Without Numba the join only sleeps on the semaphore.
 """
 import contextvars
-import functools
 import os
 import queue
 import threading
@@ -32,7 +31,7 @@ _state = {"queues": [], "pid": None}
 
 def _worker(tasks):
     while True:
-        tasks.get()()       # no local name: a finished task and what it holds go at once
+        _run(tasks.get())
 
 
 def queues(n):
@@ -81,13 +80,18 @@ def submit(fn, count, join):
     """Queue ``fn(i)`` for i in 1 .. count-1, one per worker, each run in a copy of the
     caller's context (its settings), reporting to ``join``."""
     for i, tasks in enumerate(queues(count - 1), start=1):
-        tasks.put(functools.partial(_run, contextvars.copy_context(), fn, i, join))
+        tasks.put([contextvars.copy_context(), fn, i, join])
 
 
-def _run(context, fn, i, join):
+def _run(task):
+    """Run one queued part.  What the part's function holds (the caller's arrays) is let
+    go *before* ``join.done`` wakes the caller: a worker descheduled between the two would
+    otherwise keep them alive after the call returned (tracemalloc saw them as kept)."""
+    context, fn, i, join = task
+    task.clear()
     try:
-        result = context.run(fn, i)
-    except BaseException as error:         # re-raised on the calling thread
-        join.done(i, None, error)
-    else:
-        join.done(i, result, None)
+        result, error = context.run(fn, i), None
+    except BaseException as caught:         # re-raised on the calling thread
+        result, error = None, caught
+    del fn, context
+    join.done(i, result, error)

@@ -89,3 +89,31 @@ def test_a_forked_child_makes_its_own_workers(threaded):
     assert q.get(timeout=30) == [1, 2]
     child.join(30)
     assert child.exitcode == 0
+
+
+def test_a_part_lets_go_of_its_function_before_it_wakes_the_caller():
+    """What a part's function holds (the caller's arrays) is released before join.done:
+    a worker descheduled right after waking the caller must not keep them alive."""
+    import contextvars
+    import gc
+    import weakref
+
+    from lezero.runtime import workers
+
+    class Held:
+        pass
+    held = Held()
+    alive_at_done = []
+
+    class FakeJoin:
+        def done(self, i, result, error):
+            gc.collect()
+            alive_at_done.append(ref() is not None)
+
+    ref = weakref.ref(held)
+    fn = (lambda box: (lambda i: box.__class__.__name__))(held)
+    del held
+    task = [contextvars.copy_context(), fn, 1, FakeJoin()]
+    del fn
+    workers._run(task)
+    assert alive_at_done == [False] and task == []
