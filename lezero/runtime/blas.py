@@ -100,7 +100,10 @@ def matmul(a, b):
                 y = _mkl_gemm().product(a, b)
                 if y is not None:
                     return y
-        if is_small(a.shape[0], a.shape[1], b.shape[1]) and get_config().small_gemm_one_thread:
+        # A one-row product (a decoding step) reads its whole matrix for few flops: it is
+        # bound by memory, which two cores draw faster than one; OpenBLAS threads it.
+        if is_small(a.shape[0], a.shape[1], b.shape[1]) and a.shape[0] > 1 \
+                and get_config().small_gemm_one_thread:
             with held_to_one_thread():
                 return a @ b
     return a @ b

@@ -63,18 +63,28 @@ def run_product(algo, op, a, b, prob, cache):
     for sub in caches:                  # (a weight transform: once, not once per part)
         for name, (key, value) in shared.items():
             store(sub, name, key, value)
+    # forward and grad_input: each part copies its rows into the one output itself (on its
+    # own thread, while they are in its cache), not one concatenation after the join
+    out = None if op == "grad_weight" else cuda.get_array_module(a).empty(
+        prob.y_shape if op == "forward" else prob.x_shape, dtype=a.dtype)
+
+    def part(i):
+        y = algo.run(op, av[i], bv[i], subs[i], caches[i])
+        if out is None:
+            return y
+        out[bounds[i][0]:bounds[i][1]] = y
     try:
-        outs = run_parts(lambda i: algo.run(op, av[i], bv[i], subs[i], caches[i]), parts)
+        outs = run_parts(part, parts)
     finally:
         for sub in caches:              # the parent's cache keeps it, within its budget
             for name in shared:
                 sub.pop(name, None)
-    if op == "grad_weight":
-        total = outs[0]
-        for o in outs[1:]:
-            total += o
-        return total
-    return cuda.get_array_module(outs[0]).concatenate(outs, axis=0)   # NumPy: only NumPy is split
+    if out is not None:
+        return out
+    total = outs[0]
+    for o in outs[1:]:
+        total += o
+    return total
 
 
 def drop_backward_entries(cache):
