@@ -81,7 +81,13 @@ def mixed_precision(*dtypes):
     region (which casts per operator): a dtype check must then let them through, as torch's
     do under autocast.  Outside a region mixed dtypes stay an error."""
     return (all(d == np.float32 or (kind_of(d) == "f" and d.itemsize == 2) for d in dtypes)
-            and any(getattr(h, "is_autocast", False) for h in get_config().function_hooks))
+            and in_autocast())
+
+
+def in_autocast():
+    """Whether an ``amp.autocast`` region is active on this thread (its hook's flag: the
+    functions sit below amp)."""
+    return any(getattr(h, "is_autocast", False) for h in get_config().function_hooks)
 
 
 def inverse_permutation(perm):

@@ -16,7 +16,7 @@ import numpy as np
 
 import lezero.functions as F
 from lezero import cuda, nn
-from lezero.core import get_config
+from lezero.functions.common import in_autocast
 from lezero.nn.models._hf import (activation, attention_bias, check_input_ids,
                                   init_hf_weights, require_false, resolve_config)
 from lezero.nn.models.generation import GenerationMixin
@@ -45,11 +45,6 @@ GPT2_IGNORED = {"summary_type", "summary_use_proj", "summary_activation",
                 "n_ctx"}   # n_ctx: older configs' copy of n_positions
 
 
-def _in_autocast():
-    """Whether an ``amp.autocast`` region is active (nn sits below amp: its hook's flag)."""
-    return any(getattr(h, "is_autocast", False) for h in get_config().function_hooks)
-
-
 class Conv1D(nn.Module):
     """OpenAI's / HF's ``Conv1D(nf, nx)``: y = x @ weight + bias with ``weight`` (nx, nf)
     -- a linear layer stored transposed (in_features first)."""
@@ -65,7 +60,7 @@ class Conv1D(nn.Module):
         if x.shape[-1] != self.nx:
             raise ValueError(f"Conv1D: expected input with {self.nx} features in the last "
                              f"dim, got shape {x.shape}")
-        if _in_autocast():
+        if in_autocast():
             # Under autocast the product reads the parameter itself, so autocast's cached
             # float16 copy serves it (HF's torch.addmm: the bias joins the product in its
             # dtype).
