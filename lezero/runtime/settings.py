@@ -107,9 +107,9 @@ policy.define("threads", _threads, "threads a split kernel may use (read once)",
 _DEFINITIONS = (
     # -- splitting a kernel's independent parts over threads (lezero.runtime.scheduler)
     ("min_part_items", 1 << 17, "elements per part of a split elementwise kernel (GELU)"),
-    ("cheap_min_part_items", 1 << 20, "elements per part for a cheap one (ReLU)"),
+    ("cheap_min_part_items", 1 << 18, "elements per part for a cheap one (ReLU)"),
     ("update_min_part_items", 1 << 18, "elements per part of an optimizer update"),
-    ("pool_min_part_items", 1 << 18, "input elements per part of max pooling"),
+    ("pool_min_part_items", 1 << 17, "input elements per part of max pooling"),
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),
     ("lstm_min_part_flops", 1e6, "flops per chunk of an LSTM step's product"),

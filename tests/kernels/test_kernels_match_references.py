@@ -47,14 +47,14 @@ import numpy as np
 import pytest
 
 import lezero as lz
-from lezero.kernels import (adam, axpy, bias, conv_direct, gelu, im2col, layernorm, lstm,
-                            numba_available, pooling, relu, scatter, softmax, winograd)
+from lezero.kernels import (adam, add, axpy, bias, conv_direct, gelu, im2col, layernorm,
+                            lstm, numba_available, pooling, relu, scatter, softmax, winograd)
 from tests.kernels import kernel_bounds as B
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
 F32, F64 = np.float32, np.float64
-MODULES = (adam, axpy, bias, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu,
+MODULES = (adam, add, axpy, bias, conv_direct, gelu, im2col, layernorm, lstm, pooling, relu,
            scatter, softmax, winograd)
 
 
@@ -140,6 +140,13 @@ def _relu(shape, dtype, rng):
     x = rng.standard_normal(shape).astype(dtype)
     x.reshape(-1)[:4] = (0, np.nan, -0.0, -np.inf)     # the kink, NaN (kept), signed zero
     return (x,)
+
+
+def _add(shape, dtype, rng):
+    x0, x1 = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    x0.reshape(-1)[:3] = (np.nan, np.inf, -0.0)          # NaN and infinity pass; -0 + 0
+    x1.reshape(-1)[:3] = (1.0, 2.0, 0.0)
+    return x0, x1
 
 
 def _relu_grad(shape, dtype, rng):
@@ -296,6 +303,8 @@ ROWS = {
                           _returns(lstm.lstm_cell_grad_ref, 4, 5, 6),
                           _returns(lstm.lstm_cell_grad, 4, 5, 6), _lstm_cell_grad, LSTM_STATES,
                           B.lstm_cell_grad_bound, FLOAT32_ONLY),
+    "add": Row(add.add_numba, add.add_ref, add.add, _add,
+               ((7,), (3, 5, 4), (64, 6, 28, 28)), B.EXACT),
     "relu": Row(relu.relu_numba, relu.relu_ref, relu.relu, _relu,
                 ((7,), (3, 5, 4), (64, 6, 28, 28)), B.EXACT),
     "relu_grad": Row(relu.relu_grad_numba, relu.relu_grad_ref, relu.relu_grad, _relu_grad,

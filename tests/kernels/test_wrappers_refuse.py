@@ -15,7 +15,7 @@ import pytest
 import lezero as lz
 import lezero.functions as F
 from lezero import runtime
-from lezero.kernels import (attention, bias, conv_direct, gelu, im2col, join,
+from lezero.kernels import (add, attention, bias, conv_direct, gelu, im2col, join,
                             numba_available, pooling, relu, scatter, softmax, winograd)
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
@@ -47,6 +47,14 @@ CASES = {
                                                r"same shape, got \(1000,\) and \(10,\)"),
     "relu_grad dispatcher": (lambda: relu.relu_grad(f32(4, 5), f32(5)), ValueError,
                              r"relu_grad: x and gy must have the same shape"),
+    "add_numba shorter x1": (lambda: add.add_numba(f32(1000), f32(10)), ValueError,
+                             r"add_numba: x0 and x1 must have the same shape, got "
+                             r"\(1000,\) and \(10,\)"),
+    "add_numba mixed dtypes": (lambda: add.add_numba(f32(8), np.ones(8)), TypeError,
+                               r"add_numba: x0 and x1 must have one dtype, got float32 and "
+                               r"float64"),
+    "add_numba ints": (lambda: add.add_numba(np.arange(5), np.arange(5)), TypeError,
+                       r"add_numba: x0 must hold floats, got dtype int64"),
     "relu_numba ints": (lambda: relu.relu_numba(np.arange(5)), TypeError,
                         r"relu_numba: x must hold floats, got dtype int64"),
     "relu_numba list": (lambda: relu.relu_numba([1.0, 2.0]), TypeError,

@@ -50,7 +50,8 @@ def test_relu_keeps_arrays_below_its_own_threshold_whole(monkeypatch, threaded):
     that GELU cuts in two stays one call."""
     calls = []
     monkeypatch.setattr(scheduler, "run_split", lambda fn, n, parts: calls.append(parts))
-    x = np.zeros(4 * policy.min_part_items, np.float32)
+    x = np.zeros(2 * policy.min_part_items + 5, np.float32)
+    assert policy.cheap_min_part_items > x.size // 2
     with lz.using_config("conv_threads", 2):
         relu.relu_numba(x)
         gelu.gelu_numba(x)
@@ -76,3 +77,18 @@ def test_the_policys_thread_count_is_read_from_the_environment(monkeypatch, env,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert settings._environment_threads() == (expected or (os.cpu_count() or 1, "default"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_add_splits_long_arrays_and_leaves_the_rest_to_numpy(split_parts, dtype):
+    """The residual add: long C-contiguous arrays of one shape run as the kernel, split
+    like ReLU; broadcasting, strided views and short arrays stay NumPy's one pass."""
+    from lezero.kernels import add
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(50_001).astype(dtype) for _ in range(2))
+    with lz.using_config("conv_threads", 2), policy.using(cheap_min_part_items=1000):
+        np.testing.assert_array_equal(add.add(a, b), a + b)
+        assert split_parts == [2]
+        for x0, x1 in ((a, b[None]), (a[::2], b[::2]), (a[:1500], b[:1500])):
+            np.testing.assert_array_equal(add.add(x0, x1), x0 + x1)
+    assert split_parts == [2]

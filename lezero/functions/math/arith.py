@@ -11,6 +11,7 @@ from lezero.core import Function, Variable
 from lezero.functions.common import operands, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
+from lezero.kernels import add as add_kernel
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "square", "sqrt", "rsqrt", "reciprocal",
            "rsub", "rdiv", "rpow"]
@@ -59,7 +60,7 @@ class Add(Function):
     save_inputs, reads_outputs = (), False      # the gradient needs the shapes only
 
     def forward(self, x0, x1):
-        return x0 + x1
+        return add_kernel.add(x0, x1)
 
     def backward(self, gy):
         return unbroadcast(self, gy, gy)

@@ -1,0 +1,69 @@
+"""A runtime setting tried on bench_real's workloads: LeZero with and without it, beside the
+reference, in one process (the rounds alternate, so the load each met cancels).
+
+    python benchmarks/ab_policy.py resnet50_infer "cheap_min_part_items=1<<20"
+    python benchmarks/ab_policy.py resnet18 onnx "pool_min_part_items=1<<18" --shape second
+
+Each ``name=value`` is a ``lezero.runtime.policy`` entry (the value a Python expression);
+the rows are bench_real's (a word picks the rows whose key contains it), at both shapes
+unless ``--shape`` names one.  Printed per row: LeZero's time as it is and with the
+settings, the reference's, and the ratios "as is / reference", "with / reference" and
+"with / as is" (the median of the per-round ratios).  docs/performance.md quotes it for
+the thresholds it changed.
+"""
+import sys
+
+import bench_real
+import numpy as np
+
+from _common import interleaved_times, limit_threads
+from _record import run_main
+
+
+def parse(argv):
+    """(settings dict, bench_real's argument list) from the command line."""
+    settings = {}
+    rest = []
+    for arg in argv:
+        if "=" in arg and not arg.startswith("--"):
+            name, text = arg.split("=", 1)
+            settings[name.strip()] = eval(text, {})     # a number written as code: 1<<20
+        else:
+            rest.append(arg)
+    if not settings:
+        raise SystemExit("ab_policy: name at least one policy setting, e.g. "
+                         "cheap_min_part_items=1<<20")
+    return settings, rest
+
+
+def main(argv=None):
+    settings, rest = parse(sys.argv[1:] if argv is None else argv)
+    words, shapes, quick, _ = bench_real.parse(rest)
+    import lezero
+    from lezero.runtime import policy
+    for name in settings:
+        getattr(policy, name)                   # an unknown name fails here, by name
+    bench_real._LIMITS.append(limit_threads(bench_real.THREADS))   # held for the run
+    print(f"settings tried: {settings}; {bench_real.THREADS} threads, lezero "
+          f"{getattr(lezero, '__version__', '')}")
+    for row in bench_real.choose(words):
+        for name in shapes:
+            shape = row.shapes[bench_real.SHAPE_NAMES.index(name)]
+            ours, ref = row.builder(shape)
+
+            def tried(ours=ours):
+                with policy.using(**settings):
+                    ours()
+            rounds, block = (2, 1) if quick else (row.rounds, row.block)
+            t = np.array(interleaved_times([ours, tried, ref], rounds, 2, pause=0.01,
+                                           block=block))
+            secs = np.median(t, axis=1) * 1e3
+            print(f"{row.key:<20}{bench_real.shape_text(shape):<15}as is {secs[0]:8.1f} ms"
+                  f"  with {secs[1]:8.1f} ms  ref {secs[2]:8.1f} ms  as is/ref "
+                  f"{np.median(t[0] / t[2]):.2f}  with/ref {np.median(t[1] / t[2]):.2f}  "
+                  f"with/as is {np.median(t[1] / t[0]):.3f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
