@@ -103,11 +103,16 @@ def test_int8_gemm_checks_its_operands():
         mkl.gemm_u8s8s32(np.zeros((8, 4), np.uint8).T, w, out)
 
 
-def test_blocks_cut_rows_then_columns(threaded):
+def test_blocks_cut_the_longer_side(threaded):
+    """Rows when ``m >= n`` (each part reads all of ``b``), columns when ``n > m`` (each
+    reads all of ``a``), and columns or rows when the other side is too short to cut."""
     with policy.using(threads=2, gemm_min_part_flops=1.0, gemm_min_part_rows=32,
                       small_flops=0.0):
-        assert gemm.blocks(256, 768, 768) == ("rows", [(0, 128), (128, 256)])
+        assert gemm.blocks(256, 2304, 196) == ("rows", [(0, 128), (128, 256)])
+        assert gemm.blocks(256, 768, 256) == ("rows", [(0, 128), (128, 256)])
+        assert gemm.blocks(256, 768, 3072) == ("cols", [(0, 1536), (1536, 3072)])
         assert gemm.blocks(4, 768, 3072) == ("cols", [(0, 1536), (1536, 3072)])
+        assert gemm.blocks(3072, 768, 40) == ("rows", [(0, 1536), (1536, 3072)])
     with policy.using(small_flops=1e12):
         assert gemm.blocks(256, 768, 768) == ("rows", [(0, 256)])
 
