@@ -27,7 +27,7 @@ import numpy as np
 
 from lezero.kernels import argcheck, jit, prange
 from lezero.kernels.im2col import _valid_range, use_kernel
-from lezero.runtime import launch
+from lezero.runtime import launch, policy
 
 # Parallel chunks: each zeroes and fills its own padded buffer once.
 _CHUNKS = 64
@@ -447,7 +447,7 @@ def _forward_channels_last(x, w, y, geo):
     fill_channels_last(x, xb, ph, pw)
     taps = np.ascontiguousarray(w.reshape(c, kh * kw).T)
     launch(forward_rows_cl_nb, forward_rows_cl, _work(y, geo), n * y.shape[2], xb, taps, y,
-           geo)
+           geo, min_part=_min_part())
     return y
 
 
@@ -477,11 +477,18 @@ def _work(y, geo):
     return y.size * geo[0] * geo[1]
 
 
+def _min_part():
+    """Work (multiply-adds) per part of a split on the worker threads: a multiply-add
+    costs about a quarter of a gathered element."""
+    return 4 * policy.gather_min_part_items
+
+
 def depthwise_forward_numba(x, w, y, geo):
     geo = check_depthwise("depthwise_forward_numba", x, w, y, geo)
     if channels_last(w.shape[0] // x.shape[1], y.shape[3]):
         return _forward_channels_last(x, w, y, geo)
-    launch(forward_nb, forward_planes, _work(y, geo), y.shape[0] * y.shape[1], x, w, y, geo)
+    launch(forward_nb, forward_planes, _work(y, geo), y.shape[0] * y.shape[1], x, w, y, geo,
+           min_part=_min_part())
     return y
 
 
@@ -495,13 +502,14 @@ def depthwise_grad_input_numba(gy, w, gx, geo):
         # stride 1: the forward pass of gy with the flipped taps, padded by the rest
         return _forward_channels_last(gy, flipped, gx, (kh, kw, 1, 1, eh - ph, ew - pw, dh, dw))
     launch(grad_input_nb, grad_input_planes, _work(gy, geo), gx.shape[0] * gx.shape[1],
-           gy, w, flipped, gx, geo)
+           gy, w, flipped, gx, geo, min_part=_min_part())
     return gx
 
 
 def depthwise_grad_weight_numba(x, gy, gw, geo):
     geo = check_depthwise("depthwise_grad_weight_numba", x, gw, gy, geo)
-    launch(grad_weight_nb, grad_weight_planes, _work(gy, geo), gw.shape[0], x, gy, gw, geo)
+    launch(grad_weight_nb, grad_weight_planes, _work(gy, geo), gw.shape[0], x, gy, gw, geo,
+           min_part=_min_part())
     return gw
 
 

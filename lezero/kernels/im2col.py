@@ -22,7 +22,7 @@ import itertools
 import numpy as np
 
 from lezero.kernels import argcheck, enabled, jit, numba_available, prange, uint64
-from lezero.runtime import launch
+from lezero.runtime import launch, policy
 
 
 
@@ -223,7 +223,7 @@ def im2col_numba(x, col, geo):
     """The kernel version of ``im2col_ref`` (NumPy arrays)."""
     geo = check_columns("im2col_numba", x, col, geo)
     launch(im2col_nb, im2col_planes, col.size, x.shape[0] * x.shape[1],
-           np.ascontiguousarray(x), col, geo)
+           np.ascontiguousarray(x), col, geo, min_part=policy.gather_min_part_items)
     return col
 
 
@@ -231,7 +231,8 @@ def col2im_numba(col, x, geo):
     """The kernel version of ``col2im_ref`` (``x`` C-contiguous, zeroed)."""
     geo = check_columns("col2im_numba", x, col, geo)
     argcheck.c_contiguous("col2im_numba", "x", x)      # the kernel adds into flat planes
-    launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1], col, x, geo)
+    launch(col2im_nb, col2im_planes, col.size, x.shape[0] * x.shape[1], col, x, geo,
+           min_part=policy.gather_min_part_items)
     return x
 
 

@@ -31,7 +31,7 @@ from math import lcm
 import numpy as np
 
 from lezero.kernels import argcheck, jit, prange, uint64
-from lezero.runtime import launch
+from lezero.runtime import launch, policy
 from lezero.kernels.im2col import use_kernel
 
 # Interpolation points besides infinity.  For F(4, 3) the mixed set {0, +-1, 1/2, -2} gave
@@ -301,7 +301,8 @@ def tiles_in_numba(x, T, out, step, py, px, th, tw):
     step, py, px, th, tw = check_tiles("tiles_in_numba", x, T, out, step, (py, px), th, tw,
                                        False)
     launch(tiles_in_nb, tiles_in_planes, out.size, x.shape[0] * x.shape[1],
-           x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw)
+           x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw,
+           min_part=policy.gather_min_part_items)
     return out
 
 
@@ -309,7 +310,8 @@ def tiles_out_numba(V, T, y, step, oy, ox, th, tw):
     step, oy, ox, th, tw = check_tiles("tiles_out_numba", y, T, V, step, (oy, ox), th, tw,
                                        True)
     launch(tiles_out_nb, tiles_out_planes, V.size, y.shape[0] * y.shape[1],
-           V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw)
+           V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw,
+           min_part=policy.gather_min_part_items)
     return y
 
 

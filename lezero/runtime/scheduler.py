@@ -146,14 +146,23 @@ def on_range(kernel, arrays):
     return lambda lo, hi: kernel(*[a[lo:hi] for a in arrays])
 
 
-def launch(parallel, serial, work, planes, *args):
-    """Run a kernel over ``planes`` planes: ``parallel(*args)`` on Numba's thread pool, or
-    ``serial(*args, 0, planes)`` on this thread -- for work below ``policy.serial_below``
-    (waking the pool costs more), inside a part, in the serial profile, or when the
-    runtime (``threads()``, e.g. ``OMP_NUM_THREADS=1``) or Numba has one thread."""
+def launch(parallel, serial, work, planes, *args, min_part=None):
+    """Run a kernel over ``planes`` planes: ``parallel(*args)`` on Numba's thread pool for
+    work of at least ``policy.serial_below``; below that, with ``min_part`` given, as
+    ranges of planes on the worker threads (``serial(*args, lo, hi)`` each) when every
+    part gets ``min_part`` work (a batch-1 convolution's gathers: ~0.3 ms apiece, too
+    little to wake the pool, whose threads then spin against the workers' parts); else
+    ``serial(*args, 0, planes)`` on this thread -- also inside a part, in the serial
+    profile, and when the runtime (``threads()``, e.g. ``OMP_NUM_THREADS=1``) or Numba
+    has one thread."""
     if (work >= policy.serial_below and planes > 1 and not serial_only() and not state.serial
             and threads() > 1 and _pool_threads() > 1):
         return parallel(*args)
+    if min_part is not None and planes > 1:
+        parts = threads_for(planes, work, min_part)
+        if parts > 1:
+            run_split(lambda lo, hi: serial(*args, lo, hi), planes, parts)
+            return None
     return serial(*args, 0, planes)
 
 

@@ -110,6 +110,8 @@ _DEFINITIONS = (
     ("cheap_min_part_items", 1 << 18, "elements per part for a cheap one (ReLU)"),
     ("update_min_part_items", 1 << 18, "elements per part of an optimizer update"),
     ("pool_min_part_items", 1 << 17, "input elements per part of max pooling"),
+    ("gather_min_part_items", 1 << 18, "elements per worker part of a conv gather below "
+     "serial_below (im2col, Winograd tiles; x4 multiply-adds for depthwise)"),
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),
     ("lstm_min_part_flops", 1e6, "flops per chunk of an LSTM step's product"),

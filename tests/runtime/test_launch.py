@@ -99,3 +99,23 @@ def test_one_runtime_thread_never_uses_the_pool(two_threads):
     calls = []
     with policy.using(threads=1):
         assert S.launch(*_drivers(calls), BIG, 4, "x") == "s"
+
+
+def test_below_the_pool_work_with_a_part_size_goes_to_the_workers(two_threads):
+    calls = []
+    assert S.launch(*_drivers(calls), 1000, 4, "x", min_part=400) is None
+    assert sorted(calls) == [("serial", ("x", 0, 2)), ("serial", ("x", 2, 4))]
+
+
+@pytest.mark.parametrize("work,planes", [(700, 4), (1000, 1)])
+def test_too_little_work_per_part_or_one_plane_stays_one_call(two_threads, work, planes):
+    calls = []
+    assert S.launch(*_drivers(calls), work, planes, "x", min_part=400) == "s"
+    assert calls == [("serial", ("x", 0, planes))]
+
+
+def test_inside_a_part_the_workers_are_not_asked_either(two_threads):
+    calls = []
+    with S.serial_kernels():
+        assert S.launch(*_drivers(calls), 1000, 4, "x", min_part=1) == "s"
+    assert calls == [("serial", ("x", 0, 4))]
