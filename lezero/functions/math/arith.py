@@ -12,6 +12,7 @@ from lezero.functions.common import operands, xp_of
 from lezero.functions.registry import register
 from lezero.functions.shape import sum_to
 from lezero.kernels import add as add_kernel
+from lezero.runtime import policy
 
 __all__ = ["add", "sub", "mul", "div", "neg", "pow", "square", "sqrt", "rsqrt", "reciprocal",
            "rsub", "rdiv", "rpow"]
@@ -60,7 +61,10 @@ class Add(Function):
     save_inputs, reads_outputs = (), False      # the gradient needs the shapes only
 
     def forward(self, x0, x1):
-        return add_kernel.add(x0, x1)
+        # most adds are short: only a long array asks the split kernel (no call per add)
+        if type(x0) is np.ndarray and x0.size >= 2 * policy.cheap_min_part_items:
+            return add_kernel.add(x0, x1)
+        return x0 + x1
 
     def backward(self, gy):
         return unbroadcast(self, gy, gy)
