@@ -48,11 +48,9 @@ def add_numba(x0, x1):
 
 def add(x0, x1):
     """``x0 + x1``: the kernel for long C-contiguous float arrays of one shape and dtype
-    (where it splits over threads), else NumPy.  The length is tested first: most adds
-    are short, and this runs on every one of them."""
-    if type(x0) is not np.ndarray or x0.size < 2 * policy.cheap_min_part_items:
-        return x0 + x1
-    if (type(x1) is np.ndarray and x0.shape == x1.shape
+    (where it splits over threads), else NumPy.  (``Add.forward`` calls it only for a
+    long ``x0``: most adds are short.)"""
+    if (type(x0) is np.ndarray and type(x1) is np.ndarray and x0.shape == x1.shape
             and x0.dtype == x1.dtype and x0.dtype.kind == "f" and x0.dtype.itemsize >= 4
             and x0.flags.c_contiguous and x1.flags.c_contiguous
             and threads_for(x0.size, x0.size, policy.cheap_min_part_items) > 1

@@ -38,10 +38,9 @@ def blocks(m, k, n):
     product (one block: no split).  Every part reads the whole of the operand it does not
     cut, from the shared cache: row blocks each read all of ``b`` (k * n), column blocks
     all of ``a`` (m * k).  So the product is cut along its longer side -- columns when
-    ``n > m``, as a transformer's ``x @ W.T`` with its 768 to 30522 output columns
-    (0.84-0.97 of the time by rows), rows when ``m >= n``, as a convolution's ``W @
-    columns`` on a 14x14 map (rows 0.87 of columns) -- given at least
-    ``policy.gemm_min_part_rows`` rows or columns per part."""
+    ``n > m`` (a transformer's ``x @ W.T``), rows when ``m >= n`` (a convolution's ``W @
+    columns`` on a small map) -- given at least ``policy.gemm_min_part_rows`` rows or
+    columns per part (measurements: docs/performance.md, "The second core")."""
     if is_small(m, k, n):
         return "rows", [(0, m)]
     least = 2 * policy.gemm_min_part_rows

@@ -150,8 +150,8 @@ def launch(parallel, serial, work, planes, *args, min_part=None):
     """Run a kernel over ``planes`` planes: ``parallel(*args)`` on Numba's thread pool for
     work of at least ``policy.serial_below``; below that, with ``min_part`` given, as
     ranges of planes on the worker threads (``serial(*args, lo, hi)`` each) when every
-    part gets ``min_part`` work (a batch-1 convolution's gathers: ~0.3 ms apiece, too
-    little to wake the pool, whose threads then spin against the workers' parts); else
+    part gets ``min_part`` work (a batch-1 convolution's gathers: too little to wake the
+    pool, whose threads then spin against the workers' parts); else
     ``serial(*args, 0, planes)`` on this thread -- also inside a part, in the serial
     profile, and when the runtime (``threads()``, e.g. ``OMP_NUM_THREADS=1``) or Numba
     has one thread."""
