@@ -132,13 +132,17 @@ def _planes(x, col, geo, first, stop, gather):
 
     Loop order: channel, kernel tap, then sample, so each column row ``col[c * K + p]``
     is written (or read) front to back, not visited once per sample (faster by a third:
-    docs/performance.md).  Indices are unsigned: Numba then skips its
+    docs/performance.md).  Where a tap's output rows are whole input rows that follow each
+    other (stride 1, no padding across the width: a 1x1 kernel), they are copied as one
+    run instead of row by row.  Indices are unsigned: Numba then skips its
     negative-index wrap-around test, which would otherwise keep LLVM from vectorising the
     copies; stride 1 gets its own loop for the same reason."""
     N, C, D, H, W = x.shape
     kd, kh, kw, sd, sh, sw, pd, ph, pw, dd, dh, dw, Do, Ho, Wo = geo
     K = kd * kh * kw
     usw = uint64(sw)
+    whole = sh == 1 and sw == 1 and Wo == W      # output rows as long as input rows
+    xf = x.reshape(x.size)      # once: a reshape per plane cost more than a short copy
     if stop <= first:                  # no planes (an empty batch: N may be 0)
         return
     for c in range(first // N, (stop - 1) // N + 1):
@@ -149,6 +153,9 @@ def _planes(x, col, geo, first, stop, gather):
                 for e in range(kw):
                     row = col[c * K + (a * kh + b) * kw + e]
                     w0, w1 = _valid_range_nb(Wo, sw, e * dw - pw, W)
+                    # whole input rows that follow each other (1x1): one run of all rows
+                    run = whole and w0 == 0 and w1 == Wo and e * dw == pw
+                    count = (r1 - r0) * Wo if run else w1 - w0
                     for n in range(n0, n1):
                         cf = row[n]
                         for od in range(Do):
@@ -158,15 +165,16 @@ def _planes(x, col, geo, first, stop, gather):
                                 if gather:
                                     cf[b0:b0 + Ho * Wo] = 0
                                 continue
-                            xf = x[n, c, iz].reshape(H * W)
+                            plane = uint64(((n * C + c) * D + iz) * H * W)
                             if gather and r0 > 0:
                                 cf[b0:b0 + r0 * Wo] = 0              # rows in the padding
                             if gather and r1 < Ho:
                                 cf[b0 + r1 * Wo:b0 + Ho * Wo] = 0
-                            for oh in range(r0, r1):
+                            for oh in range(r0, r0 + 1 if run else r1):
                                 base = b0 + oh * Wo
                                 ud = uint64(base + w0)
-                                us = uint64((oh * sh - ph + b * dh) * W + w0 * sw + e * dw - pw)
+                                us = plane + uint64((oh * sh - ph + b * dh) * W + w0 * sw
+                                                    + e * dw - pw)
                                 if gather:
                                     # columns in the padding (tested first: an empty slice
                                     # assignment still costs as much as a short copy)
@@ -174,7 +182,7 @@ def _planes(x, col, geo, first, stop, gather):
                                         cf[base:base + w0] = 0
                                     if w1 < Wo:
                                         cf[base + w1:base + Wo] = 0
-                                _row(cf, xf, ud, us, w1 - w0, sw, usw, gather)
+                                _row(cf, xf, ud, us, count, sw, usw, gather)
 
 
 @jit(cache=True, nogil=True)

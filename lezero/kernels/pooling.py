@@ -101,29 +101,75 @@ def _max_pool2d_exact(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, 
 
 @jit(cache=True, nogil=True)
 def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
-    """The fast general kernel; returns the number of windows holding a NaN."""
+    """The fast general kernel, in two passes per output row: down the window's rows
+    for every input column (``vmax``, and in ``vrow`` the first row holding it), a
+    contiguous loop LLVM vectorises; then along each window's columns of that, a later
+    column winning if larger, or equal from an earlier row -- which keeps the first
+    maximum in window order.  Returns whether a NaN was read (then the exact kernel
+    reruns the part)."""
     R, H, W = x.shape
-    nans = 0
+    vmax = np.empty(W, x.dtype)
+    vrow = np.empty(W, np.int64)
+    bad = False
     for r in range(R):
-        xr = x[r].reshape(H * W)
+        xr = x[r]
         for i in range(out.shape[1]):
+            h = h_start[i] + a_lo[i] * dh
+            for w in range(W):
+                v = xr[h, w]
+                vmax[w] = v
+                vrow[w] = h
+                bad |= v != v
+            for a in range(a_lo[i] + 1, a_hi[i]):
+                h = h_start[i] + a * dh
+                for w in range(W):
+                    v = xr[h, w]
+                    win = v > vmax[w]
+                    vmax[w] = v if win else vmax[w]
+                    vrow[w] = h if win else vrow[w]
+                    bad |= v != v
             for j in range(out.shape[2]):
-                w0 = w_start[j]
-                where = (h_start[i] + a_lo[i] * dh) * W + w0 + b_lo[j] * dw
-                best = xr[where]
-                bad = best != best
-                for a in range(a_lo[i], a_hi[i]):
-                    row = (h_start[i] + a * dh) * W + w0
-                    for b in range(b_lo[j], b_hi[j]):
-                        v = xr[row + b * dw]
-                        win = v > best
-                        best = v if win else best
-                        where = row + b * dw if win else where
-                        bad |= v != v
+                c = w_start[j] + b_lo[j] * dw
+                best, bh, bc = vmax[c], vrow[c], c
+                for b in range(b_lo[j] + 1, b_hi[j]):
+                    c = w_start[j] + b * dw
+                    v, hv = vmax[c], vrow[c]
+                    win = (v > best) | ((v == best) & (hv < bh))
+                    best = v if win else best
+                    bh = hv if win else bh
+                    bc = c if win else bc
                 out[r, i, j] = best
-                arg[r, i, j] = where
-                nans += bad
-    return nans
+                arg[r, i, j] = bh * W + bc
+    return bad
+
+
+@jit(cache=True, nogil=True)
+def _max_values2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out):
+    """``_max_pool2d`` without the positions (inference: nothing will scatter a gradient
+    back), half its time; returns whether a NaN was read."""
+    R, H, W = x.shape
+    vmax = np.empty(W, x.dtype)
+    bad = False
+    for r in range(R):
+        xr = x[r]
+        for i in range(out.shape[1]):
+            h = h_start[i] + a_lo[i] * dh
+            for w in range(W):
+                vmax[w] = xr[h, w]
+                bad |= vmax[w] != vmax[w]
+            for a in range(a_lo[i] + 1, a_hi[i]):
+                h = h_start[i] + a * dh
+                for w in range(W):
+                    v = xr[h, w]
+                    vmax[w] = v if v > vmax[w] else vmax[w]
+                    bad |= v != v
+            for j in range(out.shape[2]):
+                best = vmax[w_start[j] + b_lo[j] * dw]
+                for b in range(b_lo[j] + 1, b_hi[j]):
+                    v = vmax[w_start[j] + b * dw]
+                    best = v if v > best else best
+                out[r, i, j] = best
+    return bad
 
 
 @jit(cache=True, nogil=True)
@@ -132,9 +178,10 @@ def _max_pool2x2(x, out, arg):
     (short loops of unknown length cost more than the compares); returns the number of
     windows holding a NaN (the general exact kernel then reruns the part)."""
     R, H, W = x.shape
+    xf = x.reshape(x.size)          # once: a reshape per plane costs ~0.1 us
     nans = 0
     for r in range(R):
-        xr = x[r].reshape(H * W)
+        xr = xf[r * H * W:(r + 1) * H * W]
         for i in range(out.shape[1]):
             for j in range(out.shape[2]):
                 where = 2 * i * W + 2 * j
@@ -196,6 +243,22 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     return out, arg
 
 
+def max_values2d_numba(x, kernel, stride, padding, dilation, out_size):
+    """The values of ``max_pool2d_numba`` alone (no positions), split over threads the
+    same way; a part that reads a NaN takes its values from ``max_pool2d_numba``."""
+    (kernel, stride, padding, dilation, out_size), taps = _window_taps(
+        "max_values2d_numba", x, kernel, stride, padding, dilation, out_size)
+    x = np.ascontiguousarray(x)
+    out = np.empty((x.shape[0],) + out_size, dtype=x.dtype)
+
+    def rows_(lo, hi):
+        if _max_values2d(x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi]):
+            out[lo:hi] = max_pool2d_numba(x[lo:hi], kernel, stride, padding, dilation,
+                                          out_size)[0]
+    run_ranges(rows_, x.shape[0], x.size, policy.pool_min_part_items)
+    return out
+
+
 # ----- dispatch ---------------------------------------------------------------------------
 
 def max_pool(x, kernel, stride, padding, dilation, out_size):
@@ -204,6 +267,13 @@ def max_pool(x, kernel, stride, padding, dilation, out_size):
     if x.ndim == 3 and enabled(x):
         return max_pool2d_numba(x, kernel, stride, padding, dilation, out_size)
     return max_pool_ref(x, kernel, stride, padding, dilation, out_size)
+
+
+def max_values(x, kernel, stride, padding, dilation, out_size):
+    """``max_pool(...)[0]``: the kernel without positions where ``enabled``."""
+    if x.ndim == 3 and enabled(x):
+        return max_values2d_numba(x, kernel, stride, padding, dilation, out_size)
+    return max_pool_ref(x, kernel, stride, padding, dilation, out_size)[0]
 
 
 def scatter_add_rows(g, idx, row_size):
@@ -239,4 +309,5 @@ def scatter_add_rows(g, idx, row_size):
     return out.reshape(R, row_size)
 
 
-__all__ = ["max_pool", "max_pool_ref", "max_pool2d_numba", "scatter_add_rows"]
+__all__ = ["max_pool", "max_pool_ref", "max_pool2d_numba", "max_values", "max_values2d_numba",
+           "scatter_add_rows"]

@@ -12,6 +12,7 @@ part (``serial_only()``) it is always one call.  A one-row product (a matrix-vec
 product) stays on NumPy.  ``sgemm()`` is the C
 function the kernels that multiply inside Numba code call.
 """
+import itertools
 import math
 
 import numpy as np
@@ -63,6 +64,35 @@ def _into(a, b, out):
     return out
 
 
+def _serial_stack(a, b, out, lead, ta, tb):
+    """Every matrix of the stack on this thread, one MKL call each, found by its byte
+    offset from the first (the operands' layout, ``ta``/``tb`` from ``mkl.operand``, is
+    the same for all of them); None where an out matrix has no unit row stride."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if m == 0 or n == 0 or k == 0:
+        out[...] = 0
+        return out
+    row = out.strides[-2]
+    ldc = row // out.itemsize
+    if row % out.itemsize or ldc < n or max(m, k, n, ta[1], tb[1], ldc) > _LIMIT:
+        return None
+    pa, pb, pc = mkl.address(a), mkl.address(b), mkl.address(out)
+    sa, sb, sc = _lead_strides(a, lead), _lead_strides(b, lead), out.strides[:-2]
+    for index in itertools.product(*map(range, lead)):
+        mkl.gemm_at(a.dtype, ta, tb, m, n, k,
+                    pa + sum(i * s for i, s in zip(index, sa)),
+                    pb + sum(i * s for i, s in zip(index, sb)),
+                    pc + sum(i * s for i, s in zip(index, sc)), ldc)
+    return out
+
+
+def _lead_strides(x, lead):
+    """``x``'s byte strides over the broadcast leading axes ``lead`` (0 where it repeats)."""
+    own = x.shape[:-2]
+    return (0,) * (len(lead) - len(own)) + tuple(
+        0 if size == 1 else stride for size, stride in zip(own, x.strides[:-2]))
+
+
 def _block(a, b, out):
     """One part's product; returns None, so no view of ``out`` waits in a Join."""
     mkl.gemm(a, b, out)
@@ -86,10 +116,12 @@ def product(a, b):
 def stacked(a, b, out=None):
     """``numpy.matmul(a, b, out=out)`` for float32/float64 arrays of two or more dims
     (leading axes broadcast) on MKL, or None where MKL cannot read them as they lie (no
-    unit stride in a matrix, an ``out`` of another shape or dtype): NumPy runs them then."""
+    unit stride in a matrix, an ``out`` of another shape or dtype) or the matrices are
+    too small to pay for a call each (``policy.stack_min_flops``): NumPy runs them then."""
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-2]:
         return None
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    la, lb = a.shape[:-2], b.shape[:-2]
+    lead = la if la == lb else np.broadcast_shapes(la, lb)
     (m, k), n = a.shape[-2:], b.shape[-1]
     if out is None:
         out = np.empty(lead + (m, n), a.dtype)
@@ -104,23 +136,23 @@ def stacked(a, b, out=None):
             return None
         _into(a.reshape(-1, k), b, out.reshape(-1, n))
         return out
-    A = np.broadcast_to(a, lead + (m, k))
-    B = np.broadcast_to(b, lead + (k, n))
-    first = (0,) * len(lead)
-    if mkl.operand(A[first], "a") is None or mkl.operand(B[first], "b") is None \
-            or out[first].strides[-1] != out.itemsize:
+    a0, b0, o0 = a[(0,) * len(la)], b[(0,) * len(lb)], out[(0,) * len(lead)]
+    ta, tb = mkl.operand(a0, "a"), mkl.operand(b0, "b")
+    if ta is None or tb is None or o0.strides[-1] != out.itemsize:
         return None
     if count == 1:
-        _into(A[first], B[first], out[first])
+        _into(a0, b0, o0)
         return out
-    if is_small(m, k, n):       # many small matrices: NumPy's loop over them runs in C
-        return None
-    index = list(np.ndindex(*lead))
-    parts = threads_for(count, 2.0 * count * m * k * n, policy.gemm_min_part_flops)
+    small = is_small(m, k, n)
+    if small and 2.0 * m * k * n < policy.stack_min_flops:
+        return None             # tiny matrices: NumPy's loop over them runs in C
+    parts = 1 if small else threads_for(count, 2.0 * count * m * k * n,
+                                        policy.gemm_min_part_flops)
     if parts == 1:
-        for i in index:
-            mkl.gemm(A[i], B[i], out[i])
-        return out
+        return _serial_stack(a, b, out, lead, ta, tb)
+    A = np.broadcast_to(a, lead + (m, k))
+    B = np.broadcast_to(b, lead + (k, n))
+    index = list(np.ndindex(*lead))
     ranges = split(count, parts)
 
     def part(p):

@@ -148,8 +148,21 @@ def gemm(a, b, out, accumulate=False):
     return checked_gemm(a, ta, b, tb, out, ldc, accumulate)
 
 
-def _address(a):
+def address(a):
+    """The byte address of ``a``'s first element."""
     return a.__array_interface__["data"][0]
+
+
+_address = address
+
+
+def gemm_at(dtype, ta, tb, m, n, k, pa, pb, pc, ldc):
+    """``c = a @ b`` for matrices given by byte address (``pa``, ``pb``, ``pc``), for a
+    caller that checked them as ``checked_gemm`` asks (``lezero.runtime.gemm``'s stacks:
+    each matrix a view NumPy vouches for, the layout checked once per stack)."""
+    lib = _found["lib"]
+    fn = lib.cblas_sgemm if dtype == np.float32 else lib.cblas_dgemm
+    fn(ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, pa, ta[1], pb, tb[1], 0.0, pc, ldc)
 
 
 def checked_gemm(a, ta, b, tb, out, ldc, accumulate=False):

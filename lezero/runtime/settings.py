@@ -121,6 +121,7 @@ _DEFINITIONS = (
     # -- BLAS (lezero.runtime.blas)
     ("small_flops", 8e6, "products below this many flops run on one BLAS thread"),
     ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
+    ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
     ("gemm_min_part_rows", 32, "rows per part before a product is cut by columns (MKL)"),
     # -- waits (lezero.runtime.workers, lezero.runtime.waits)
     ("spin_reads", 1 << 18, "atomic reads a join spins (~0.1 ms) before it sleeps"),

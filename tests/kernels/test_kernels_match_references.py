@@ -73,6 +73,14 @@ class Row:
     dtypes: tuple = (F32, F64)
 
 
+def _first(fn):
+    """``fn`` with its first result alone (the values of a (values, positions) pair)."""
+    def run(*args):
+        return fn(*args)[0]
+    run.kernel = fn
+    return run
+
+
 def _returns(fn, *which):
     """``fn`` made to return the arguments it updates in place (by position)."""
     def run(*args):
@@ -89,6 +97,14 @@ def _scatter(shape, dtype, rng):
     index = rng.integers(-rows, rows, size=n)               # repeats and negative indices
     return (np.zeros((rows,) + width, dtype), index,
             rng.standard_normal((n,) + width).astype(dtype))
+
+
+MAX_POOLS = (((6, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1)),
+             ((2, 9, 8), (2, 3), (1, 2), (0, 1), (2, 1)),
+             ((3, 8, 6), (2, 2), (2, 2), (0, 0), (1, 1)),
+             # larger (the split over threads: test_pooling_kernels)
+             ((384, 14, 14), (2, 2), (2, 2), (0, 0), (1, 1)),
+             ((300, 15, 13), (3, 3), (2, 2), (1, 1), (1, 1)))
 
 
 def _max_pool(shape, dtype, rng):
@@ -280,12 +296,9 @@ ROWS = {
                             _returns(scatter.scatter_add_, 0), _scatter,
                             ((7, (3,), 20), (5, (), 9), (4, (2, 3), 6), (3, (2,), 0)), B.EXACT),
     "max_pool2d": Row(pooling.max_pool2d_numba, pooling.max_pool_ref, pooling.max_pool,
-                      _max_pool, (((6, 7, 7), (3, 3), (2, 2), (1, 1), (1, 1)),
-                                  ((2, 9, 8), (2, 3), (1, 2), (0, 1), (2, 1)),
-                                  ((3, 8, 6), (2, 2), (2, 2), (0, 0), (1, 1)),
-                                  # larger (the split over threads: test_pooling_kernels)
-                                  ((384, 14, 14), (2, 2), (2, 2), (0, 0), (1, 1)),
-                                  ((300, 15, 13), (3, 3), (2, 2), (1, 1), (1, 1))), B.EXACT),
+                      _max_pool, MAX_POOLS, B.EXACT),
+    "max_values2d": Row(pooling.max_values2d_numba, _first(pooling.max_pool_ref),
+                        pooling.max_values, _max_pool, MAX_POOLS, B.EXACT),
     "layer_norm": Row(layernorm.layer_norm_numba, layernorm.layer_norm_ref,
                       layernorm.layer_norm, _layer_norm, NORMS, B.layer_norm_bound),
     "layer_norm_grad": Row(layernorm.layer_norm_grad_numba, layernorm.layer_norm_grad_ref,

@@ -60,6 +60,30 @@ def test_max_pool2d_kernel_equals_reference_without_nan(geom):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("geom", GEOMETRIES, ids=str)
+@pytest.mark.parametrize("nan", [True, False])
+def test_max_values_kernel_equals_reference(geom, nan):
+    """The kernel without positions (inference) gives the reference's values, NaN rule
+    included (a part holding a NaN reruns with the positions kernel)."""
+    x, args = _case(geom, np.float32, seed=2)
+    if not nan:
+        x = np.nan_to_num(x, nan=0.25)
+    np.testing.assert_array_equal(K.max_values2d_numba(x, *args), K.max_pool_ref(x, *args)[0])
+
+
+def test_operator_without_gradient_skips_the_positions():
+    x = np.random.default_rng(5).standard_normal((2, 3, 9, 9)).astype(np.float32)
+    x[0, 1, 4, 4] = np.nan
+    v = lz.Variable(x)
+    want = F.max_pool2d(v, 3, stride=2, padding=1)
+    with lz.no_grad():
+        y = F.max_pool2d(v, 3, stride=2, padding=1)
+        y2, i = F.max_pool2d(v, 3, stride=2, padding=1, return_indices=True)
+    np.testing.assert_array_equal(y.data, want.data)
+    np.testing.assert_array_equal(y2.data, want.data)
+    assert i.shape == y.shape and y.creator is None
+
+
 def test_max_pool2d_reference_matches_torch_on_nan_and_inf():
     torch = pytest.importorskip("torch")
     import torch.nn.functional as TF

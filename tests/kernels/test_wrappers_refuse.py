@@ -146,6 +146,15 @@ CASES = {
         lambda: pooling.max_pool2d_numba(f32(2, 6, 6), (2.0, 2), (2, 2), (0, 0), (1, 1),
                                           (3, 3)),
         TypeError, r"max_pool2d_numba: kernel size must hold ints, got float 2.0"),
+    "max_values2d_numba output too large": (
+        lambda: pooling.max_values2d_numba(f32(2, 6, 6), (2, 2), (2, 2), (0, 0), (1, 1),
+                                            (9, 3)),
+        ValueError, r"max_values2d_numba: output size \(9, 3\) does not fit input size "
+                    r"\(6, 6\)"),
+    "max_values2d_numba window in padding only": (
+        lambda: pooling.max_values2d_numba(f32(2, 6, 6), (2, 2), (1, 1), (0, 4), (1, 1),
+                                            (5, 3)),
+        ValueError, r"max_values2d_numba: a window of axis 1 has no tap inside the input"),
     "scatter_add_rows index out of range": (
         lambda: pooling.scatter_add_rows(f32(3, 4), np.full((3, 4), 9), 9),
         IndexError, r"scatter_add_rows: index 9 is out of range for 9 rows"),

@@ -181,3 +181,29 @@ def test_a_stack_times_one_matrix_is_one_merged_product(monkeypatch, threaded):
         y = blas.matmul_nd(np, x, w.T)
     np.testing.assert_allclose(y, x @ w.T, rtol=2e-5, atol=2e-4)
     assert len(calls) == 1 and y.shape == (3, 40, 20)
+
+
+def test_small_stacks_run_on_this_thread_one_mkl_call_per_matrix(monkeypatch):
+    """A stack of matrices below ``small_flops`` each but above ``stack_min_flops`` runs
+    serially on MKL, each matrix found by its byte offset -- broadcast, transposed and
+    row-strided operands alike; below ``stack_min_flops`` NumPy runs it."""
+    rng = np.random.default_rng(6)
+    calls = []
+    monkeypatch.setattr(mkl, "gemm_at", _spy(mkl.gemm_at, calls))
+    w = rng.standard_normal((1, 3, 40, 50)).astype(np.float32)         # broadcast over axis 0
+    x = np.ascontiguousarray(
+        rng.standard_normal((2, 3, 60, 50)).astype(np.float32)).transpose(0, 1, 3, 2)
+    wide = np.full((2, 3, 40, 64), np.nan, np.float32)
+    out = wide[..., 2:62]                                              # rows of 64 items
+    with policy.using(small_flops=1e9, stack_min_flops=1e3):
+        assert blas.matmul_nd(np, w, x, out=out) is out
+        y = blas.matmul_nd(np, w[0, 1], x)                              # a 2-D a
+    np.testing.assert_allclose(out, np.matmul(w, x), rtol=2e-5, atol=2e-4)
+    np.testing.assert_allclose(y, np.matmul(w[0, 1], x), rtol=2e-5, atol=2e-4)
+    assert np.isnan(wide[..., :2]).all() and np.isnan(wide[..., 62:]).all()
+    assert len(calls) == 12                                             # one per matrix
+    calls.clear()
+    with policy.using(small_flops=1e9, stack_min_flops=1e9):
+        np.testing.assert_allclose(blas.matmul_nd(np, w, x), np.matmul(w, x), rtol=2e-5,
+                                   atol=2e-4)
+    assert not calls

@@ -96,6 +96,10 @@ class ConvProblem:
                 * g.kernel_volume * g.out_volume)
 
 
+_CHECKED = {}       # id -> geometry that passed check_fits' geometry checks
+_TUPLES = ("in_size", "out_size", "kernel", "stride", "pad_lo", "pad_hi", "dilation")
+
+
 def check_fits(op, geom, x=None, w=None, y=None):
     """ValueError (TypeError for a malformed geometry) unless ``geom`` is a consistent
     geometry and the arrays given fit it: input-side ``x`` (N, C, *in_size), weight ``w``
@@ -103,10 +107,16 @@ def check_fits(op, geom, x=None, w=None, y=None):
     this on every call: one replayed on other arrays, or rebuilt from a file, must not hand
     the kernels a geometry that is not theirs.  Metadata only."""
     nd = len(geom.kernel)
-    argcheck.ints(op, "input size", geom.in_size, nd, low=0)
-    argcheck.windows(op, geom.in_size, geom.out_size, geom.kernel, geom.stride, geom.pad_lo,
-                     geom.dilation)
-    (groups,) = argcheck.ints(op, "groups", (geom.groups,), 1, low=1)
+    if _CHECKED.get(id(geom)) is not geom:      # a frozen geometry is checked once
+        argcheck.ints(op, "input size", geom.in_size, nd, low=0)
+        argcheck.windows(op, geom.in_size, geom.out_size, geom.kernel, geom.stride,
+                         geom.pad_lo, geom.dilation)
+        argcheck.ints(op, "groups", (geom.groups,), 1, low=1)
+        if len(_CHECKED) >= 4096:
+            _CHECKED.clear()
+        if all(type(getattr(geom, f)) is tuple for f in _TUPLES):  # nothing mutable
+            _CHECKED[id(geom)] = geom           # (kept alive: its id is not reused)
+    groups = geom.groups
     for name, a, size in (("x", x, geom.in_size), ("w", w, geom.kernel),
                           ("y", y, geom.out_size)):
         if a is not None and (a.ndim != nd + 2 or a.shape[2:] != tuple(size)):

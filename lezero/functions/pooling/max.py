@@ -27,8 +27,9 @@ class MaxPoolNd(Function):
 
     save_inputs, reads_outputs = (), False
 
-    def __init__(self, geom):
+    def __init__(self, geom, want_indices=True):
         self.geom = geom
+        self.want_indices = want_indices
 
     def forward(self, x):
         g = self.geom
@@ -36,8 +37,12 @@ class MaxPoolNd(Function):
             raise ValueError(f"max_pool: input of shape {x.shape} does not fit the pooling "
                              f"geometry, made for spatial size {tuple(g.in_size)}")
         rows = x.shape[0] * x.shape[1]
-        y, idx = pool_kernels.max_pool(x.reshape((rows,) + x.shape[2:]), g.kernel, g.stride,
-                                       g.padding, g.dilation, g.out_size)
+        args = (x.reshape((rows,) + x.shape[2:]), g.kernel, g.stride, g.padding, g.dilation,
+                g.out_size)
+        if not getattr(self, "want_indices", True) and not any(self.needs_input_grad):
+            self.indices = None         # no gradient and no caller wants the positions
+            return pool_kernels.max_values(*args).reshape(x.shape[:2] + g.out_size)
+        y, idx = pool_kernels.max_pool(*args)
         self.indices = idx.reshape(x.shape[:2] + g.out_size)
         return y.reshape(x.shape[:2] + g.out_size)
 
@@ -48,7 +53,7 @@ class MaxPoolNd(Function):
 def _max_pool(op, dims, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     shape4, restore = as_4d(op, x, dims)
     geom = geometry(op, shape4, kernel_size, stride, padding, dilation, ceil_mode, dims)
-    f = MaxPoolNd(geom)
+    f = MaxPoolNd(geom, want_indices=return_indices)
     y = restore(f(reshape(x, shape4)))
     if return_indices:
         return y, Variable(restore(f.indices), requires_grad=False)
