@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from lezero.runtime import mkl, openblas
+from lezero.runtime import gemm_team, mkl, openblas
 from lezero.runtime.blas import is_small
 from lezero.runtime.scheduler import run_parts, split, threads_for
 from lezero.runtime.settings import policy
@@ -55,6 +55,8 @@ def _into(a, b, out):
     how, ranges = blocks(a.shape[0], a.shape[1], b.shape[1])
     if len(ranges) == 1:
         mkl.gemm(a, b, out)
+    elif _on_team(how == "rows", ranges, a, b, out):
+        pass
     elif how == "rows":
         run_parts(lambda i: _block(a[slice(*ranges[i])], b, out[slice(*ranges[i])]),
                   len(ranges))
@@ -91,6 +93,20 @@ def _lead_strides(x, lead):
     own = x.shape[:-2]
     return (0,) * (len(lead) - len(own)) + tuple(
         0 if size == 1 else stride for size, stride in zip(own, x.strides[:-2]))
+
+
+def _on_team(by_rows, ranges, a, b, out):
+    """The blocks on ``gemm_team``'s native workers, after the checks MKL relies on;
+    False when the team does not take them."""
+    ta, tb = mkl.operand(a, "a"), mkl.operand(b, "b")
+    item = out.itemsize
+    if ta is None or tb is None or a.dtype != b.dtype or out.dtype != a.dtype \
+            or a.dtype not in (np.float32, np.float64) or out.strides[1] != item \
+            or out.strides[0] % item or out.strides[0] // item < out.shape[1] \
+            or out.shape != (a.shape[0], b.shape[1]) or a.shape[1] != b.shape[0] \
+            or max(*a.shape, b.shape[1], ta[1], tb[1], out.strides[0] // item) > _LIMIT:
+        return False
+    return gemm_team.run(by_rows, ranges, a, ta, b, tb, out)
 
 
 def _block(a, b, out):

@@ -122,6 +122,11 @@ _DEFINITIONS = (
     ("small_flops", 8e6, "products below this many flops run on one BLAS thread"),
     ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
     ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
+    ("gemm_team", 1, "1: a large product's blocks on native worker threads (gemm_team)"),
+    ("team_spin", 2000, "sched_yield polls of an idle gemm_team worker before it dozes"),
+    ("team_doze_us", 50, "usleep of a dozing gemm_team worker between polls"),
+    ("team_doze_polls", 400, "dozes of a gemm_team worker before it sleeps longer"),
+    ("team_sleep_us", 1000, "usleep of a sleeping gemm_team worker between polls"),
     ("gemm_min_part_rows", 32, "rows per part before a product is cut by columns (MKL)"),
     # -- waits (lezero.runtime.workers, lezero.runtime.waits)
     ("spin_reads", 1 << 18, "atomic reads a join spins (~0.1 ms) before it sleeps"),

@@ -22,7 +22,8 @@ that meet have no early exits, and each part runs on a thread of its own.
 """
 from lezero.runtime.lazyjit import intrinsic, jit
 
-__all__ = ["arrive", "spin_until", "arrive_and_wait", "sleep_available", "MAX_SLEEP_US"]
+__all__ = ["arrive", "spin_until", "arrive_and_wait", "sleep_available", "MAX_SLEEP_US",
+           "atomic_add", "atomic_load", "atomic_store", "usleep", "sched_yield"]
 
 MAX_SLEEP_US = 512
 
@@ -83,6 +84,37 @@ def usleep(typingctx, microseconds):
         us = context.cast(builder, args[0], signature.args[0], types.int32)
         return builder.call(fn, [us])
     return types.int32(microseconds), codegen
+
+
+@intrinsic
+def atomic_store(typingctx, counter, value):
+    """``counter[0] = value`` as an atomic store (release: what was written before it is
+    visible to a thread that reads the new value with ``atomic_load``)."""
+    from numba import types
+    if not _is_counter(counter):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ptr = _counter_pointer(context, builder, signature.args[0], args[0])
+        value = context.cast(builder, args[1], signature.args[1], types.int64)
+        builder.store_atomic(value, ptr, "release", 8)
+        return context.get_dummy_value()
+    return types.none(counter, value), codegen
+
+
+@intrinsic
+def sched_yield(typingctx):
+    """The C library's ``sched_yield``: a spinning thread lets another runnable thread of
+    its core run (linked by name, as ``usleep``)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(32), [])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "sched_yield")
+        return builder.call(fn, [])
+    return types.int32(), codegen
 
 
 _found = []

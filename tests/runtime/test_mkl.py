@@ -128,9 +128,11 @@ def test_matmul_routes_to_mkl_and_matches_numpy(monkeypatch, threaded, shape):
     a = rng.standard_normal((m, k)).astype(np.float32)
     w = rng.standard_normal((n, k)).astype(np.float32)
     calls = []
-    # every MKL call ends in checked_gemm (gemm checks, then calls it)
+    # every MKL call ends in checked_gemm (gemm checks, then calls it); the native team's
+    # blocks call MKL from Numba (tests/runtime/test_gemm_team.py), so it is off here
     monkeypatch.setattr(mkl, "checked_gemm", _spy(mkl.checked_gemm, calls))
-    with policy.using(gemm="mkl", small_flops=1e5, gemm_min_part_flops=1e4, threads=2):
+    with policy.using(gemm="mkl", small_flops=1e5, gemm_min_part_flops=1e4, threads=2,
+                      gemm_team=0):
         y = blas.matmul(a, w.T)
         parts = len(gemm.blocks(m, k, n)[1])
     np.testing.assert_allclose(y, a @ w.T, rtol=2e-5, atol=2e-4)
