@@ -66,18 +66,24 @@ def _into(a, b, out):
     return out
 
 
-def _serial_stack(a, b, out, lead, ta, tb):
-    """Every matrix of the stack on this thread, one MKL call each, found by its byte
-    offset from the first (the operands' layout, ``ta``/``tb`` from ``mkl.operand``, is
-    the same for all of them); None where an out matrix has no unit row stride."""
-    (m, k), n = a.shape[-2:], b.shape[-1]
-    if m == 0 or n == 0 or k == 0:
-        out[...] = 0
-        return out
+def _out_rows(out, m, k, n, ta, tb):
+    """The row length (ldc) of ``out``'s matrices for MKL, or None where it reads them
+    wrong (no whole-item row stride, rows overlapping) or past its 32-bit sizes."""
     row = out.strides[-2]
     ldc = row // out.itemsize
     if row % out.itemsize or ldc < n or max(m, k, n, ta[1], tb[1], ldc) > _LIMIT:
         return None
+    return ldc
+
+
+def _serial_stack(a, b, out, lead, ta, tb, ldc):
+    """Every matrix of the stack on this thread, one MKL call each, found by its byte
+    offset from the first (the operands' layout, ``ta``/``tb`` from ``mkl.operand``, is
+    the same for all of them)."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if m == 0 or n == 0 or k == 0:
+        out[...] = 0
+        return out
     pa, pb, pc = mkl.address(a), mkl.address(b), mkl.address(out)
     sa, sb, sc = _lead_strides(a, lead), _lead_strides(b, lead), out.strides[:-2]
     for index in itertools.product(*map(range, lead)):
@@ -86,6 +92,26 @@ def _serial_stack(a, b, out, lead, ta, tb):
                     pb + sum(i * s for i, s in zip(index, sb)),
                     pc + sum(i * s for i, s in zip(index, sc)), ldc)
     return out
+
+
+def _stack_on_team(a, b, out, lead, ta, tb, ldc, parts):
+    """The stack in ``parts`` ranges of matrices on ``gemm_team`` when its matrices lie
+    evenly spaced in each operand (one leading axis once those of size one are dropped);
+    False when they do not or the team does not take them."""
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if m == 0 or n == 0 or k == 0:
+        return False
+    strides = []
+    for own in (_lead_strides(a, lead), _lead_strides(b, lead), out.strides[:-2]):
+        kept = [(size, step) for size, step in zip(lead, own) if size != 1]
+        if any(step != inner_step * inner_size for (_, step), (inner_size, inner_step)
+               in zip(kept, kept[1:])):
+            return False                # not one even spacing
+        strides.append(kept[-1][1] if kept else 0)
+    count = math.prod(lead)
+    addresses = (mkl.address(a), mkl.address(b), mkl.address(out))
+    return gemm_team.run_stack(a.dtype, ta, tb, (m, n, k), addresses, strides, ldc,
+                               split(count, parts))
 
 
 def _lead_strides(x, lead):
@@ -162,10 +188,14 @@ def stacked(a, b, out=None):
     small = is_small(m, k, n)
     if small and 2.0 * m * k * n < policy.stack_min_flops:
         return None             # tiny matrices: NumPy's loop over them runs in C
-    parts = 1 if small else threads_for(count, 2.0 * count * m * k * n,
-                                        policy.gemm_min_part_flops)
-    if parts == 1:
-        return _serial_stack(a, b, out, lead, ta, tb)
+    ldc = _out_rows(out, m, k, n, ta, tb)
+    if ldc is None:
+        return None
+    parts = threads_for(count, 2.0 * count * m * k * n, policy.gemm_min_part_flops)
+    if parts > 1 and _stack_on_team(a, b, out, lead, ta, tb, ldc, parts):
+        return out
+    if small or parts == 1:
+        return _serial_stack(a, b, out, lead, ta, tb, ldc)
     A = np.broadcast_to(a, lead + (m, k))
     B = np.broadcast_to(b, lead + (k, n))
     index = list(np.ndindex(*lead))

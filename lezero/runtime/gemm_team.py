@@ -32,11 +32,11 @@ from lezero.runtime.settings import policy
 from lezero.runtime.waits import (arrive, atomic_add, atomic_load, atomic_store,
                                   sched_yield, sleep_available, spin_until, usleep)
 
-__all__ = ["run", "available", "workers_started"]
+__all__ = ["run", "run_stack", "available", "workers_started"]
 
 # a mailbox: counters first, then the block's arguments; 32 int64 (256 bytes) per worker
 POSTED, DONE, STATE = 0, 1, 2
-KIND, TA, TB, M, N, K, PA, LDA, PB, LDB, PC, LDC = range(4, 16)
+KIND, TA, TB, M, N, K, PA, LDA, PB, LDB, PC, LDC, COUNT, SA, SB, SC = range(4, 20)
 BOX = 32
 POLLING, DOZING, SLEEPING = 0, 1, 2
 SGEMM, DGEMM, WAKE, QUIT = 0, 1, 2, 3
@@ -44,8 +44,8 @@ SGEMM, DGEMM, WAKE, QUIT = 0, 1, 2, 3
 
 @jit(cache=True, nogil=True)
 def _serve(box, sgemm, dgemm, spins, doze_us, dozes, sleep_us):
-    """A worker's life: wait for a posted block, run it, count it done; forever (until
-    a QUIT block)."""
+    """A worker's life: wait for a posted task (``COUNT`` products, each ``SA``/``SB``/``SC``
+    bytes after the last), run it, count it done; forever (until a QUIT task)."""
     posted, done, state = box[POSTED:POSTED + 1], box[DONE:DONE + 1], box[STATE:STATE + 1]
     taken = 0
     while True:
@@ -68,12 +68,14 @@ def _serve(box, sgemm, dgemm, spins, doze_us, dozes, sleep_us):
         if kind == QUIT:
             atomic_add(done, 1)
             return
-        if kind == SGEMM:
-            sgemm(101, box[TA], box[TB], box[M], box[N], box[K], np.float32(1), box[PA],
-                  box[LDA], box[PB], box[LDB], np.float32(0), box[PC], box[LDC])
-        elif kind == DGEMM:
-            dgemm(101, box[TA], box[TB], box[M], box[N], box[K], np.float64(1), box[PA],
-                  box[LDA], box[PB], box[LDB], np.float64(0), box[PC], box[LDC])
+        for j in range(box[COUNT]):         # COUNT matrices, SA/SB/SC bytes apart
+            a, b, c = box[PA] + j * box[SA], box[PB] + j * box[SB], box[PC] + j * box[SC]
+            if kind == SGEMM:
+                sgemm(101, box[TA], box[TB], box[M], box[N], box[K], np.float32(1), a,
+                      box[LDA], b, box[LDB], np.float32(0), c, box[LDC])
+            elif kind == DGEMM:
+                dgemm(101, box[TA], box[TB], box[M], box[N], box[K], np.float64(1), a,
+                      box[LDA], b, box[LDB], np.float64(0), c, box[LDC])
         atomic_add(done, 1)
 
 
@@ -128,11 +130,42 @@ def run(by_rows, ranges, a, ta, b, tb, out):
     columns of ``b``) on this thread and the others on the team's workers; ``ta``/``tb``
     from ``mkl.operand``, ``out`` with a unit column stride, the caller's checks made
     (``gemm._into``).  False, having computed nothing, when the team cannot take it now."""
+    item = out.itemsize
+    pa, pb, pc = mkl.address(a), mkl.address(b), mkl.address(out)
+    (m, k), n = a.shape, b.shape[1]
+    ldc = out.strides[0] // item
+    kind = SGEMM if a.dtype == np.float32 else DGEMM
+    tasks = []
+    for lo, hi in ranges:
+        if by_rows:
+            step = ta[1] if ta[0] == mkl.NO_TRANS else 1
+            tasks.append((kind, ta[0], tb[0], hi - lo, n, k, pa + lo * step * item, ta[1],
+                          pb, tb[1], pc + lo * ldc * item, ldc, 1, 0, 0, 0))
+        else:
+            step = 1 if tb[0] == mkl.NO_TRANS else tb[1]
+            tasks.append((kind, ta[0], tb[0], m, hi - lo, k, pa, ta[1],
+                          pb + lo * step * item, tb[1], pc + lo * item, ldc, 1, 0, 0, 0))
+    return _run(tasks)
+
+
+def run_stack(dtype, ta, tb, shape, addresses, strides, ldc, ranges):
+    """A stack of ``(m, n, k) = shape`` products, matrix ``j`` at ``addresses`` (of the
+    first a, b and out) plus ``j`` times ``strides`` (bytes), the ranges of ``j`` in
+    ``ranges`` split as in ``run``; the caller checked every matrix as ``gemm.stacked``
+    does.  False, having computed nothing, when the team cannot take it now."""
+    kind = SGEMM if dtype == np.float32 else DGEMM
+    (pa, pb, pc), (sa, sb, sc) = addresses, strides
+    return _run([(kind, ta[0], tb[0], *shape, pa + lo * sa, ta[1], pb + lo * sb, tb[1],
+                  pc + lo * sc, ldc, hi - lo, sa, sb, sc) for lo, hi in ranges])
+
+
+def _run(tasks):
+    """``tasks[1:]`` on the workers, ``tasks[0]`` here; False when the team cannot."""
     if not available() or not _lock.acquire(blocking=False):
         return False
     try:
-        boxes = _workers(len(ranges) - 1)
-        # a mailbox is rewritten only once its last block is done; a sleeping worker is
+        boxes = _workers(len(tasks) - 1)
+        # a mailbox is rewritten only once its last task is done; a sleeping worker is
         # not waited for, but woken for the next product
         if any(box[DONE] != _team["posted"][i] for i, box in enumerate(boxes)):
             return False
@@ -141,25 +174,13 @@ def run(by_rows, ranges, a, ta, b, tb, out):
             _post(i, boxes[i], (WAKE,))
         if asleep:
             return False
-        item = out.itemsize
-        pa, pb, pc = mkl.address(a), mkl.address(b), mkl.address(out)
-        (m, k), n = a.shape, b.shape[1]
-        ldc = out.strides[0] // item
-        kind = SGEMM if a.dtype == np.float32 else DGEMM
-        blocks = []
-        for lo, hi in ranges:
-            if by_rows:
-                step = ta[1] if ta[0] == mkl.NO_TRANS else 1
-                blocks.append((kind, ta[0], tb[0], hi - lo, n, k, pa + lo * step * item,
-                               ta[1], pb, tb[1], pc + lo * ldc * item, ldc))
-            else:
-                step = 1 if tb[0] == mkl.NO_TRANS else tb[1]
-                blocks.append((kind, ta[0], tb[0], m, hi - lo, k, pa, ta[1],
-                               pb + lo * step * item, tb[1], pc + lo * item, ldc))
         for i, box in enumerate(boxes):
-            _post(i, box, blocks[i + 1])
-        first = blocks[0]
-        mkl.gemm_at(a.dtype, ta, tb, *first[3:6], first[6], first[8], first[10], ldc)
+            _post(i, box, tasks[i + 1])
+        kind, ta, tb, m, n, k, pa, lda, pb, ldb, pc, ldc, count, sa, sb, sc = tasks[0]
+        dtype = np.float32 if kind == SGEMM else np.float64
+        for j in range(count):
+            mkl.gemm_at(dtype, (ta, lda), (tb, ldb), m, n, k, pa + j * sa, pb + j * sb,
+                        pc + j * sc, ldc)
         for i, box in enumerate(boxes):
             _wait(i, box)
         return True

@@ -115,13 +115,44 @@ def test_products_from_two_threads_at_once(threaded):
     errors = []
 
     def loop(a, b):
-        with policy.using(**SPLIT):
-            for _ in range(200):
-                errors.append(float(np.abs(gemm.product(a, b) - a @ b).max()))
+        for _ in range(200):
+            errors.append(float(np.abs(gemm.product(a, b) - a @ b).max()))
     threads = [threading.Thread(target=loop, args=pair) for pair in pairs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with policy.using(**SPLIT):         # (the policy is the process's: set it once)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert len(errors) == 400 and max(errors) < 1e-3
     assert mkl.library() is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_stack_splits_over_the_team_by_matrices(threaded, monkeypatch, dtype):
+    """Matrices evenly spaced in every operand -- one leading axis, or axes of size one
+    around it, or a broadcast one -- run as two ranges of matrices, one on the team."""
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(scheduler, "run_parts", lambda *a, **k: pytest.fail("run_parts ran"))
+    w = rng.standard_normal((1, 36, 24)).astype(dtype)                     # broadcast
+    x = rng.standard_normal((7, 1, 24, 30)).astype(dtype)
+    tiles = rng.standard_normal((9, 36, 24)).astype(dtype)
+    cols = np.ascontiguousarray(rng.standard_normal((9, 30, 24)).astype(dtype))
+    tol = dict(rtol=2e-5, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
+    with policy.using(**SPLIT, stack_min_flops=1e3):
+        gemm.stacked(w, x)                                                  # starts it
+        for a, b in ((w, x), (tiles, cols.transpose(0, 2, 1))):
+            before = _done()
+            np.testing.assert_allclose(gemm.stacked(a, b), np.matmul(a, b), **tol)
+            assert _done() == before + 1
+
+
+def test_a_stack_spaced_unevenly_stays_on_this_thread(threaded, monkeypatch):
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((3, 4, 20, 30)).astype(np.float32)[:, :3]      # 3x3 of 4x3 rows
+    b = rng.standard_normal((30, 20)).astype(np.float32)[None, None] + np.zeros(
+        (1, 3, 1, 1), np.float32)
+    with policy.using(**SPLIT, stack_min_flops=1e3):
+        gemm.stacked(np.ones((2, 40, 40), np.float32), np.ones((2, 40, 40), np.float32))
+        before = _done()
+        np.testing.assert_allclose(gemm.stacked(a, b), np.matmul(a, b), rtol=2e-5, atol=2e-4)
+        assert _done() == before
