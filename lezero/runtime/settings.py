@@ -113,6 +113,8 @@ _DEFINITIONS = (
     ("gather_min_part_items", 1 << 18, "elements per worker part of a conv gather below "
      "serial_below (im2col, Winograd tiles; x4 multiply-adds for depthwise)"),
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
+    ("conv_product_min_part_flops", 3.2e7, "the same for an algorithm made of matrix "
+     "products, where gemm_team splits them"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),
     ("lstm_min_part_flops", 1e6, "flops per chunk of an LSTM step's product"),
     ("serial_below", 1 << 22, "elements below which a conv kernel skips Numba's pool"),

@@ -37,6 +37,11 @@ class Algorithm:
         """None when this algorithm handles the problem, else the reason why not."""
         return None
 
+    def on_products(self, prob):
+        """True when ``prob``'s work is mostly matrix products (which split over the
+        runtime's threads by themselves); the batch split then waits for larger parts."""
+        return False
+
     def forward(self, x, w, prob, cache):
         raise NotImplementedError
 

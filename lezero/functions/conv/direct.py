@@ -72,6 +72,9 @@ class Direct(Algorithm):
             xs = xp.ascontiguousarray(xe[(Ellipsis,) + strided(g)])
         return xs.reshape(prob.batch, g.groups, -1, g.out_volume)
 
+    def on_products(self, prob):
+        return self._pointwise(prob)
+
     def forward(self, x, w, prob, cache):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):

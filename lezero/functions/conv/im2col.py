@@ -111,6 +111,9 @@ class Im2col(Algorithm):
         G = g.groups
         return G, prob.out_channels // G, (prob.in_channels // G) * g.kernel_volume, g.out_volume
 
+    def on_products(self, prob):
+        return True
+
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)
         G, M, kdim, L = self._dims(prob)

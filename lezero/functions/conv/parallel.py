@@ -16,7 +16,8 @@ import dataclasses
 
 from lezero import cuda
 # threads: re-exported, the notebooks and users read a convolution's thread count here
-from lezero.runtime import policy, run_parts, split, threads, threads_for  # noqa: F401
+from lezero.runtime import (policy, run_parts, split, team_available,  # noqa: F401
+                            threads, threads_for)
 from lezero.functions.conv.algorithm import drop_kept, store
 
 # Which operand of each product is batched, by role: views of the same array are shared
@@ -24,11 +25,18 @@ from lezero.functions.conv.algorithm import drop_kept, store
 ROLES = {"forward": ("x", None), "grad_input": ("gy", None), "grad_weight": ("x", "gy")}
 
 
-def parts_for(prob):
-    """How many batch parts to run ``prob`` in (1: no split)."""
+def parts_for(prob, algo=None):
+    """How many batch parts to run ``prob`` in (1: no split).  An algorithm whose work is
+    mostly products (``algo.on_products``) splits the batch only from
+    ``policy.conv_product_min_part_flops`` a part where the runtime's native product
+    workers run (``team_available``): below that its products split over them, with no
+    GIL hand-over per part (docs/performance.md)."""
     if prob.backend != "numpy" or prob.batch < 2:
         return 1
-    return threads_for(prob.batch, prob.flops(), policy.conv_min_part_flops)
+    least = policy.conv_min_part_flops
+    if algo is not None and algo.on_products(prob) and team_available():
+        least = max(least, policy.conv_product_min_part_flops)
+    return threads_for(prob.batch, prob.flops(), least)
 
 
 def _views(cache, role, array, bounds):
@@ -50,7 +58,7 @@ def _part_cache(cache, i, parts):
 def run_product(algo, op, a, b, prob, cache):
     """Run one product (forward / grad_input / grad_weight) of ``prob`` with ``algo``,
     split over the batch when that pays (see the module docstring)."""
-    parts = parts_for(prob)
+    parts = parts_for(prob, algo)
     if parts == 1:
         return algo.run(op, a, b, prob, cache)
     bounds = split(prob.batch, parts)

@@ -122,6 +122,9 @@ class Winograd(Algorithm):
         winograd_kernels.tiles_in(gy, AT.T, g, self.m, 0, 0, th, tw)
         return store(cache, f"bwd:{self.name}:Gy", gy, g)
 
+    def on_products(self, prob):
+        return True
+
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)
         th, tw = self._tiles(prob)

@@ -336,7 +336,8 @@ def test_a_batch_split_transforms_the_winograd_filter_once(monkeypatch, threaded
                         lambda w, G: calls.append(w.shape) or real(w, G))
     x, w = rand(8, 16, 12, 12, dtype=np.float32), rand(16, 16, 3, 3, dtype=np.float32, seed=2)
     xv, wv = lz.Variable(x), lz.Parameter(w)
-    with lz.using_config("conv_threads", 2), policy.using(conv_min_part_flops=1.0):
+    with lz.using_config("conv_threads", 2), policy.using(conv_min_part_flops=1.0,
+                                                          conv_product_min_part_flops=1.0):
         y = F.conv2d(xv, wv, padding=1, algo="winograd_2x2")
         y.backward(grad=lz.Variable(np.ones_like(y.data)))
     assert len(calls) == 1          # forward's; grad_input finds it kept (small: in budget)
@@ -347,3 +348,30 @@ def test_a_batch_split_transforms_the_winograd_filter_once(monkeypatch, threaded
     np.testing.assert_allclose(y.data, ys.data, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(xv.grad.data, xs.grad.data, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(wv.grad.data, ws.grad.data, rtol=1e-5, atol=1e-4)
+
+
+def test_product_algorithms_split_the_batch_later(threaded, monkeypatch):  # noqa: F811
+    """Where the native product workers run, an algorithm made of products splits the
+    batch only from ``conv_product_min_part_flops`` a part (its products split over the
+    workers below that); depthwise and the direct tap loop keep ``conv_min_part_flops``."""
+    from lezero.functions.conv import parallel
+    from lezero.functions.conv.registry import ALGORITHMS
+    from lezero.runtime import policy
+    x, w, dw = (8, 32, 14, 14), (32, 32, 3, 3), (32, 1, 3, 3)
+    conv = ConvProblem(conv_geometry("t", x, w, 2, 1, 1, 1, 1), 8, 32, 32, "float32", "numpy")
+    depth = ConvProblem(conv_geometry("t", x, dw, 2, 1, 1, 1, 32), 8, 32, 32, "float32",
+                        "numpy")
+    point = ConvProblem(conv_geometry("t", x, (32, 32, 1, 1), 2, 1, 0, 1, 1), 8, 32, 32,
+                        "float32", "numpy")
+    with lz.using_config("conv_threads", 2), policy.using(conv_min_part_flops=1e5,
+                                                          conv_product_min_part_flops=1e12):
+        if not parallel.team_available():
+            pytest.skip("no native product workers here (Numba or MKL missing)")
+        assert parallel.parts_for(conv) == 2                 # the cost model's question
+        assert parallel.parts_for(conv, ALGORITHMS["im2col"]) == 1
+        assert parallel.parts_for(conv, ALGORITHMS["winograd_2x2"]) == 1
+        assert parallel.parts_for(point, ALGORITHMS["direct"]) == 1
+        assert parallel.parts_for(conv, ALGORITHMS["direct"]) == 2      # the tap loop
+        assert parallel.parts_for(depth, ALGORITHMS["depthwise"]) == 2
+        monkeypatch.setattr(parallel, "team_available", lambda: False)
+        assert parallel.parts_for(conv, ALGORITHMS["im2col"]) == 2
