@@ -99,35 +99,44 @@ def _max_pool2d_exact(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, 
                 arg[r, i, j] = where
 
 
+@jit(cache=True, nogil=True, inline="always")
+def _down_rows(xr, h0, a0, a1, dh, vmax, vrow, positions):
+    """The first pass of an output row: for every input column, the maximum over the
+    window's rows ``h0 + a * dh``, a in [a0, a1) (``vmax``) and, with ``positions``, the
+    first row holding it (``vrow``) -- a contiguous loop LLVM vectorises.  Returns
+    whether a NaN was read."""
+    bad = False
+    for w in range(xr.shape[1]):
+        v = xr[h0 + a0 * dh, w]
+        vmax[w] = v
+        if positions:
+            vrow[w] = h0 + a0 * dh
+        bad |= v != v
+    for a in range(a0 + 1, a1):
+        h = h0 + a * dh
+        for w in range(xr.shape[1]):
+            v = xr[h, w]
+            win = v > vmax[w]
+            vmax[w] = v if win else vmax[w]
+            if positions:
+                vrow[w] = h if win else vrow[w]
+            bad |= v != v
+    return bad
+
+
 @jit(cache=True, nogil=True)
 def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
-    """The fast general kernel, in two passes per output row: down the window's rows
-    for every input column (``vmax``, and in ``vrow`` the first row holding it), a
-    contiguous loop LLVM vectorises; then along each window's columns of that, a later
-    column winning if larger, or equal from an earlier row -- which keeps the first
-    maximum in window order.  Returns whether a NaN was read (then the exact kernel
-    reruns the part)."""
-    R, H, W = x.shape
+    """The fast general kernel, in two passes per output row (``_down_rows``), then
+    along each window's columns of that, a later column winning if larger, or equal from
+    an earlier row -- which keeps the first maximum in window order.  Returns whether a
+    NaN was read (then the exact kernel reruns the part)."""
+    W = x.shape[2]
     vmax = np.empty(W, x.dtype)
     vrow = np.empty(W, np.int64)
     bad = False
-    for r in range(R):
-        xr = x[r]
+    for r in range(x.shape[0]):
         for i in range(out.shape[1]):
-            h = h_start[i] + a_lo[i] * dh
-            for w in range(W):
-                v = xr[h, w]
-                vmax[w] = v
-                vrow[w] = h
-                bad |= v != v
-            for a in range(a_lo[i] + 1, a_hi[i]):
-                h = h_start[i] + a * dh
-                for w in range(W):
-                    v = xr[h, w]
-                    win = v > vmax[w]
-                    vmax[w] = v if win else vmax[w]
-                    vrow[w] = h if win else vrow[w]
-                    bad |= v != v
+            bad |= _down_rows(x[r], h_start[i], a_lo[i], a_hi[i], dh, vmax, vrow, True)
             for j in range(out.shape[2]):
                 c = w_start[j] + b_lo[j] * dw
                 best, bh, bc = vmax[c], vrow[c], c
@@ -147,22 +156,11 @@ def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
 def _max_values2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out):
     """``_max_pool2d`` without the positions (inference: nothing will scatter a gradient
     back), half its time; returns whether a NaN was read."""
-    R, H, W = x.shape
-    vmax = np.empty(W, x.dtype)
+    vmax = np.empty(x.shape[2], x.dtype)
     bad = False
-    for r in range(R):
-        xr = x[r]
+    for r in range(x.shape[0]):
         for i in range(out.shape[1]):
-            h = h_start[i] + a_lo[i] * dh
-            for w in range(W):
-                vmax[w] = xr[h, w]
-                bad |= vmax[w] != vmax[w]
-            for a in range(a_lo[i] + 1, a_hi[i]):
-                h = h_start[i] + a * dh
-                for w in range(W):
-                    v = xr[h, w]
-                    vmax[w] = v if v > vmax[w] else vmax[w]
-                    bad |= v != v
+            bad |= _down_rows(x[r], h_start[i], a_lo[i], a_hi[i], dh, vmax, vmax, False)
             for j in range(out.shape[2]):
                 best = vmax[w_start[j] + b_lo[j] * dw]
                 for b in range(b_lo[j] + 1, b_hi[j]):
