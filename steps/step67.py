@@ -252,8 +252,9 @@ def shortened(text, width=58):
 
 def runtime_and_benchmark():
     print("\n6. threads and BLAS as LeZero applied them on import (lezero.runtime.rows())")
-    wanted = ("threads", "gemm", "small_flops", "small_gemm_one_thread", "blas_thread_timeout",
-              "OPENBLAS_THREAD_TIMEOUT", "NUMBA_NUM_THREADS", "OMP_NUM_THREADS")
+    wanted = ("threads", "gemm", "gemm_team", "small_flops", "small_gemm_one_thread",
+              "blas_thread_timeout", "OPENBLAS_THREAD_TIMEOUT", "NUMBA_NUM_THREADS",
+              "OMP_NUM_THREADS")
     found = {name: (value, source, meaning)
              for _, name, value, source, meaning in lezero.runtime.rows()}
     for name in wanted:
@@ -287,14 +288,18 @@ def gemm_library():
     a = rng.standard_normal((256, 768)).astype(np.float32)
     w = rng.standard_normal((3072, 768)).astype(np.float32)
 
-    def product(mode):
+    def product(mode, team=1):
         def run():
-            with policy.using(gemm=mode):
+            with policy.using(gemm=mode, gemm_team=team):
                 return blas.matmul(a, w.T)
         return run
-    ratios, seconds = round_ratios([product("mkl"), product("numpy")], rounds=ROUNDS)
+    ratios, seconds = round_ratios([product("mkl"), product("numpy"), product("mkl", 0)],
+                                   rounds=ROUNDS)
     print(f"  a BERT feed-forward product (256x768 @ 768x3072): MKL / NumPy's OpenBLAS time "
           f"{ratios[0]:.2f} ({seconds[0] * 1e3:.2f} ms against {seconds[1] * 1e3:.2f} ms)")
+    print(f"  its blocks on the native workers (gemm_team) / on Python worker threads: "
+          f"{ratios[0] / ratios[2]:.2f} ({seconds[0] * 1e3:.2f} ms against "
+          f"{seconds[2] * 1e3:.2f} ms)")
 
 
 def main():
