@@ -12,7 +12,9 @@ import numpy as np
 
 from lezero.core import get_config
 from lezero.runtime.blas import is_small, matmul
+from lezero.runtime.gemm_team import available as team_available
 from lezero.runtime.scheduler import run_parts, threads_for
+from lezero.runtime.settings import policy
 
 __all__ = ["matmul_pair", "matmul_pair_ref", "pairs"]
 
@@ -24,10 +26,15 @@ def matmul_pair_ref(a1, b1, a2, b2):
 
 def pairs(a1, b1, a2, b2):
     """Whether ``matmul_pair`` runs the two products at once: NumPy arrays, neither
-    product small (those run on one thread already), two threads allowed."""
+    product small (those run on one thread already), two threads allowed -- and, where
+    the native product workers run (``gemm_team``), neither above
+    ``policy.pair_max_flops`` (such a product splits over them as well by itself)."""
+    f1 = 2.0 * a1.shape[0] * a1.shape[1] * b1.shape[1]
+    f2 = 2.0 * a2.shape[0] * a2.shape[1] * b2.shape[1]
     return (get_config().pair_gemms and type(a1) is np.ndarray and type(a2) is np.ndarray
             and not is_small(a1.shape[0], a1.shape[1], b1.shape[1])
             and not is_small(a2.shape[0], a2.shape[1], b2.shape[1])
+            and (max(f1, f2) < policy.pair_max_flops or not team_available())
             and threads_for(2, 2, 1) >= 2)
 
 

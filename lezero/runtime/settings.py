@@ -125,6 +125,8 @@ _DEFINITIONS = (
     ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
     ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
     ("gemm_team", 1, "1: a large product's blocks on native worker threads (gemm_team)"),
+    ("pair_max_flops", 2.5e8, "Linear's backward runs its two products at once below "
+     "this many flops each (above: one after the other, each on gemm_team)"),
     ("team_spin", 2000, "sched_yield polls of an idle gemm_team worker before it dozes"),
     ("team_doze_us", 50, "usleep of a dozing gemm_team worker between polls"),
     ("team_doze_polls", 400, "dozes of a gemm_team worker before it sleeps longer"),

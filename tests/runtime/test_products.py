@@ -60,3 +60,22 @@ def test_linear_backward_pairs_and_matches_torch(monkeypatch, threaded):
     torch.nn.functional.linear(tx, tw, tb).backward(torch.from_numpy(gy))
     for ours, theirs in ((x, tx), (w, tw), (b, tb)):
         np.testing.assert_allclose(ours.grad.data, theirs.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_products_above_pair_max_flops_run_one_after_the_other_on_the_team(monkeypatch,
+                                                                           threaded):
+    """Where the native product workers run, two products above ``pair_max_flops`` each
+    split over them instead of running at once on two threads; without them they pair."""
+    from lezero.runtime import policy
+    g, w, x = _arrays(np.random.default_rng(3), (200, 300), (300, 250), (200, 250))
+    with lz.using_config("conv_threads", 2), policy.using(pair_max_flops=1e7):
+        monkeypatch.setattr(products, "team_available", lambda: True)
+        assert not products.pairs(g, w, g.T, x)
+        got = products.matmul_pair(g, w, g.T, x)
+        monkeypatch.setattr(products, "team_available", lambda: False)
+        assert products.pairs(g, w, g.T, x)
+    for a, b in zip(got, products.matmul_pair_ref(g, w, g.T, x)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-4)
+    with lz.using_config("conv_threads", 2), policy.using(pair_max_flops=1e9):
+        monkeypatch.setattr(products, "team_available", lambda: True)
+        assert products.pairs(g, w, g.T, x)
