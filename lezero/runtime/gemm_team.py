@@ -1,22 +1,24 @@
 """A large product's blocks on native worker threads: no Python, so no GIL, between them.
 
-``gemm`` cuts a large product into row or column blocks (``gemm.blocks``).  Run as
-``run_parts`` on LeZero's worker threads, each block waits for Python's GIL twice -- to
-start and to join -- and each wait that sleeps is a futex wake-up, slow on a virtual
-machine whose idle core had halted: BERT's 256x768x768 products took 1.27 ms on two
-threads against 1.08 for PyTorch, whose OpenMP threads never touch the GIL.
+``gemm`` cuts a large product into row or column blocks (``gemm.blocks``) and a stack of
+products into ranges of matrices.  Run as ``run_parts`` on LeZero's worker threads, each
+part waits for Python's GIL twice -- to start and to join -- and each wait that sleeps is
+a futex wake-up, slow on a virtual machine whose idle core had halted (measured in
+docs/performance.md, "The second core"); PyTorch's OpenMP threads never touch the GIL.
 
 Here each worker thread runs ``_serve``, a Numba function that never returns to Python.
-It waits on its mailbox (a row of int64: ``POSTED``, ``DONE``, ``STATE`` and the block's
+It waits on its mailbox (a row of int64: ``POSTED``, ``DONE``, ``STATE`` and the task's
 arguments) and calls MKL's ``cblas_sgemm``/``cblas_dgemm`` by pointer.  The caller posts
-blocks 1.. to the workers, computes block 0 itself, then waits for their ``DONE`` counts
+tasks 1.. to the workers, computes task 0 itself, then waits for their ``DONE`` counts
 (``waits``: a bounded spin, then growing sleeps).  Between products a worker polls its
 mailbox with ``sched_yield`` (so a thread that needs its core gets it: the batch parts of
 a convolution run on LeZero's Python workers) for ``policy.team_spin`` polls, then dozes
-in ``usleep(policy.team_doze_us)``; after ``policy.team_doze_polls`` dozes it sleeps
-``policy.team_sleep_us`` at a time.  A caller that finds a worker in that last sleep does
-not wait for it: it returns False (``gemm`` then runs the blocks as before) and posts a
-wake-up, so the next product finds the worker polling.
+in ``usleep(policy.team_doze_us)``; after ``policy.team_doze_polls`` dozes it sleeps,
+``policy.team_sleep_us`` at first and twice as long each time up to
+``policy.team_sleep_max_us`` (a long-idle process wakes it a few times a second).  A
+caller that finds a worker in that sleep does not wait for it: it returns False
+(``gemm`` then runs the parts as before) and posts a wake-up, so the next product finds
+the worker polling.
 
 One caller at a time (a lock; another thread's product takes the old way meanwhile).
 After a fork the child starts its own workers.  ``policy.gemm_team = 0`` turns it off.
@@ -43,13 +45,14 @@ SGEMM, DGEMM, WAKE, QUIT = 0, 1, 2, 3
 
 
 @jit(cache=True, nogil=True)
-def _serve(box, sgemm, dgemm, spins, doze_us, dozes, sleep_us):
+def _serve(box, sgemm, dgemm, spins, doze_us, dozes, sleep_us, sleep_max_us):
     """A worker's life: wait for a posted task (``COUNT`` products, each ``SA``/``SB``/``SC``
     bytes after the last), run it, count it done; forever (until a QUIT task)."""
     posted, done, state = box[POSTED:POSTED + 1], box[DONE:DONE + 1], box[STATE:STATE + 1]
     taken = 0
     while True:
         polls = 0
+        pause = sleep_us
         while atomic_load(posted) == taken:
             polls += 1
             if polls < spins:
@@ -61,7 +64,8 @@ def _serve(box, sgemm, dgemm, spins, doze_us, dozes, sleep_us):
             else:
                 if polls == spins + dozes:
                     atomic_store(state, SLEEPING)
-                usleep(sleep_us)
+                usleep(pause)
+                pause = min(2 * pause, sleep_max_us)     # a long idle: few wake-ups
         atomic_store(state, POLLING)
         taken += 1
         kind = box[KIND]
@@ -118,7 +122,7 @@ def _workers(n):
             target=_serve, name=f"lezero-gemm-{len(_team['threads'])}", daemon=True,
             args=(box, lib.cblas_sgemm, lib.cblas_dgemm, int(policy.team_spin),
                   int(policy.team_doze_us), int(policy.team_doze_polls),
-                  int(policy.team_sleep_us)))
+                  int(policy.team_sleep_us), int(policy.team_sleep_max_us)))
         _team["threads"].append((thread, box))
         _team["posted"].append(0)
         thread.start()

@@ -130,7 +130,8 @@ _DEFINITIONS = (
     ("team_spin", 2000, "sched_yield polls of an idle gemm_team worker before it dozes"),
     ("team_doze_us", 50, "usleep of a dozing gemm_team worker between polls"),
     ("team_doze_polls", 400, "dozes of a gemm_team worker before it sleeps longer"),
-    ("team_sleep_us", 1000, "usleep of a sleeping gemm_team worker between polls"),
+    ("team_sleep_us", 1000, "first usleep of a sleeping gemm_team worker between polls"),
+    ("team_sleep_max_us", 50000, "longest usleep of a sleeping gemm_team worker (doubling)"),
     ("gemm_min_part_rows", 32, "rows per part before a product is cut by columns (MKL)"),
     # -- waits (lezero.runtime.workers, lezero.runtime.waits)
     ("spin_reads", 1 << 18, "atomic reads a join spins (~0.1 ms) before it sleeps"),

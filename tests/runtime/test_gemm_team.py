@@ -79,8 +79,9 @@ def test_off_busy_or_asleep_the_blocks_run_on_the_python_workers(threaded, monke
         assert box[gemm_team.STATE] == gemm_team.SLEEPING
         np.testing.assert_allclose(gemm.product(a, b), a @ b, rtol=2e-5, atol=2e-4)
         assert parts == [2, 2, 2]                       # not waited for, but woken:
-        deadline = time.monotonic() + 10
-        while box[gemm_team.STATE] == gemm_team.SLEEPING and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10                # (it sleeps up to team_sleep_max_us)
+        while box[gemm_team.DONE] != gemm_team._team["posted"][0] \
+                and time.monotonic() < deadline:
             time.sleep(0.001)
         assert box[gemm_team.DONE] == gemm_team._team["posted"][0]
         np.testing.assert_allclose(gemm.product(a, b), a @ b, rtol=2e-5, atol=2e-4)
