@@ -157,3 +157,21 @@ def test_a_stack_spaced_unevenly_stays_on_this_thread(threaded, monkeypatch):
         before = _done()
         np.testing.assert_allclose(gemm.stacked(a, b), np.matmul(a, b), rtol=2e-5, atol=2e-4)
         assert _done() == before
+
+
+def test_the_team_is_handed_only_what_mkl_reads_right(threaded, monkeypatch):
+    """``gemm._on_team`` checks what the workers' raw pointers rely on: a mismatched
+    shape, dtype or an out without unit column stride never reaches the team."""
+    monkeypatch.setattr(gemm_team, "run", lambda *a: pytest.fail("the team was handed it"))
+    a = np.ones((64, 80), np.float32)
+    b = np.ones((80, 20), np.float32)
+    ranges = [(0, 32), (32, 64)]
+    bad = [(a, b, np.empty((64, 21), np.float32)),                 # out shape
+           (a, b[:79], np.empty((64, 20), np.float32)),             # inner sizes
+           (a, b.astype(np.float64), np.empty((64, 20), np.float32)),
+           (a, b, np.empty((64, 20), np.float64)),
+           (a, b, np.empty((64, 40), np.float32)[:, ::2]),          # no unit column stride
+           (a.astype(np.int32), b.astype(np.int32), np.empty((64, 20), np.int32)),
+           (np.ones((64, 160), np.float32)[:, ::2], b, np.empty((64, 20), np.float32))]
+    for x, y, out in bad:
+        assert gemm._on_team(True, ranges, x, y, out) is False
