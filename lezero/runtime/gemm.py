@@ -125,12 +125,10 @@ def _on_team(by_rows, ranges, a, b, out):
     """The blocks on ``gemm_team``'s native workers, after the checks MKL relies on;
     False when the team does not take them."""
     ta, tb = mkl.operand(a, "a"), mkl.operand(b, "b")
-    item = out.itemsize
     if ta is None or tb is None or a.dtype != b.dtype or out.dtype != a.dtype \
-            or a.dtype not in (np.float32, np.float64) or out.strides[1] != item \
-            or out.strides[0] % item or out.strides[0] // item < out.shape[1] \
+            or a.dtype not in (np.float32, np.float64) or out.strides[1] != out.itemsize \
             or out.shape != (a.shape[0], b.shape[1]) or a.shape[1] != b.shape[0] \
-            or max(*a.shape, b.shape[1], ta[1], tb[1], out.strides[0] // item) > _LIMIT:
+            or _out_rows(out, *a.shape, b.shape[1], ta, tb) is None:
         return False
     return gemm_team.run(by_rows, ranges, a, ta, b, tb, out)
 

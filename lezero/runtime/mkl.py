@@ -153,9 +153,6 @@ def address(a):
     return a.__array_interface__["data"][0]
 
 
-_address = address
-
-
 def gemm_at(dtype, ta, tb, m, n, k, pa, pb, pc, ldc):
     """``c = a @ b`` for matrices given by byte address (``pa``, ``pb``, ``pc``), for a
     caller that checked them as ``checked_gemm`` asks (``lezero.runtime.gemm``'s stacks:
@@ -181,8 +178,8 @@ def checked_gemm(a, ta, b, tb, out, ldc, accumulate=False):
         return out
     lib = _found["lib"]
     fn = lib.cblas_sgemm if a.dtype == np.float32 else lib.cblas_dgemm
-    fn(ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, _address(a), ta[1], _address(b), tb[1],
-       1.0 if accumulate else 0.0, _address(out), ldc)
+    fn(ROW_MAJOR, ta[0], tb[0], m, n, k, 1.0, address(a), ta[1], address(b), tb[1],
+       1.0 if accumulate else 0.0, address(out), ldc)
     return out
 
 
@@ -216,6 +213,6 @@ def gemm_u8s8s32(a, w, out):
         out[...] = 0
         return out
     lib.cblas_gemm_s8u8s32(ROW_MAJOR, NO_TRANS, TRANS, _FIX_OFFSET, m, n, k, 1.0,
-                           _address(a), ta[1], 0, _address(w), tw[1], 0, 0.0,
-                           _address(out), ldc, _address(_ZERO))
+                           address(a), ta[1], 0, address(w), tw[1], 0, 0.0,
+                           address(out), ldc, address(_ZERO))
     return out
