@@ -7,8 +7,8 @@ padding 1), on ReLU outputs (half zeros, the rest random: the winning tap of a w
 unpredictable, as in training).  Printed per shape: nanoseconds per output of the fast
 kernel (branch-free running maximum), of the exact kernel (PyTorch's tie and NaN rules
 with branches; it reruns a part only when the fast one finds a NaN), of the whole
-operator ``F.max_pool2d`` and of PyTorch's ``max_pool2d(return_indices=True)``, in
-alternating rounds.
+operator ``F.max_pool2d`` and of PyTorch's ``max_pool2d(return_indices=True)``, and of
+the operator without positions under ``no_grad`` (inference), in alternating rounds.
 """
 import os
 import sys
@@ -37,8 +37,7 @@ def _kernel_fns(x, k, s, p):
     out = np.empty((rows.shape[0],) + out_size, x.dtype)
     arg = np.empty(out.shape, np.int64)
     K.max_pool(rows[:1], (k, k), (s, s), (p, p), (1, 1), out_size)     # compile
-    taps = (K._tap_ranges(x.shape[2], out_size[0], k, s, p, 1)
-            + K._tap_ranges(x.shape[3], out_size[1], k, s, p, 1))
+    _, taps = K._window_taps("bench_pooling", rows, (k, k), (s, s), (p, p), (1, 1), out_size)
     fast = (lambda: K._max_pool2x2(rows, out, arg)) if (k, s, p) == (2, 2, 0) else \
         (lambda: K._max_pool2d(rows, 1, 1, *taps, out, arg))
     return fast, lambda: K._max_pool2d_exact(rows, 1, 1, *taps, out, arg), out.size
@@ -53,7 +52,7 @@ def main():
     rng = np.random.default_rng(0)
     print("max pooling forward with indices, 1 thread, ns per output (median of rounds)")
     print(f"{'input':<22}{'window':>8}{'fast':>8}{'exact':>8}{'LeZero op':>11}{'PyTorch':>9}"
-          f"{'op / torch':>12}")
+          f"{'op / torch':>12}{'values op':>11}")
     for shape, k, s, p in CASES:
         x = np.maximum(rng.standard_normal(shape), 0).astype(np.float32)
         fast, exact, outputs = _kernel_fns(x, k, s, p)
@@ -65,10 +64,15 @@ def main():
 
         def theirs():
             torch.nn.functional.max_pool2d(tx, k, s, p, return_indices=True)
-        times = interleaved_times([fast, exact, ours, theirs], rounds=7, warmup=2, block=3)
+
+        def values():           # inference: no gradient, no positions asked for
+            with lz.no_grad():
+                F.max_pool2d(x, k, stride=s, padding=p)
+        times = interleaved_times([fast, exact, ours, theirs, values], rounds=7, warmup=2,
+                                  block=3)
         ns = [float(np.median(t)) / outputs * 1e9 for t in times]
         print(f"{str(shape):<22}{f'{k}x{k}/{s}':>8}{ns[0]:>8.1f}{ns[1]:>8.1f}{ns[2]:>11.1f}"
-              f"{ns[3]:>9.1f}{ns[2] / ns[3]:>12.2f}")
+              f"{ns[3]:>9.1f}{ns[2] / ns[3]:>12.2f}{ns[4]:>11.1f}")
 
 
 if __name__ == "__main__":
