@@ -20,6 +20,18 @@ def _done(i=0):
     return int(gemm_team._team["threads"][i][1][gemm_team.DONE])
 
 
+def _ready():
+    """Start the worker, or wake it when an earlier test let it fall asleep (a sleeping
+    worker is not waited for), and wait until it polls with nothing left to do."""
+    with policy.using(**SPLIT):
+        gemm.product(np.ones((64, 80), np.float32), np.ones((80, 20), np.float32))
+    box = gemm_team._team["threads"][0][1]
+    deadline = time.monotonic() + 10
+    while (box[gemm_team.DONE] != gemm_team._team["posted"][0]
+           or box[gemm_team.STATE] == gemm_team.SLEEPING) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
 def _operands(rng, dtype, shape, layout):
     m, k, n = shape
     a = rng.standard_normal((m, k)).astype(dtype)
@@ -34,11 +46,11 @@ def _operands(rng, dtype, shape, layout):
 @pytest.mark.parametrize("layout", ["c", "a transposed"])
 def test_team_products_equal_numpy(threaded, monkeypatch, dtype, shape, layout):
     a, b = _operands(np.random.default_rng(0), dtype, shape, layout)
-    monkeypatch.setattr(scheduler, "run_parts", lambda *a, **k: pytest.fail("run_parts ran"))
     with policy.using(**SPLIT):
         how, ranges = gemm.blocks(*shape[:2], shape[2])
         assert len(ranges) == 2 and how == ("rows" if shape[0] > shape[2] else "cols")
-        gemm.product(a, b)                              # starts the worker
+        _ready()
+        monkeypatch.setattr(gemm, "run_parts", lambda *a, **k: pytest.fail("run_parts ran"))
         before = _done()
         y = gemm.product(a, b)
     tol = dict(rtol=2e-5, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
@@ -133,15 +145,16 @@ def test_a_stack_splits_over_the_team_by_matrices(threaded, monkeypatch, dtype):
     """Matrices evenly spaced in every operand -- one leading axis, or axes of size one
     around it, or a broadcast one -- run as two ranges of matrices, one on the team."""
     rng = np.random.default_rng(5)
-    monkeypatch.setattr(scheduler, "run_parts", lambda *a, **k: pytest.fail("run_parts ran"))
     w = rng.standard_normal((1, 36, 24)).astype(dtype)                     # broadcast
     x = rng.standard_normal((7, 1, 24, 30)).astype(dtype)
     tiles = rng.standard_normal((9, 36, 24)).astype(dtype)
     cols = np.ascontiguousarray(rng.standard_normal((9, 30, 24)).astype(dtype))
     tol = dict(rtol=2e-5, atol=2e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-11)
     with policy.using(**SPLIT, stack_min_flops=1e3):
-        gemm.stacked(w, x)                                                  # starts it
         for a, b in ((w, x), (tiles, cols.transpose(0, 2, 1))):
+            monkeypatch.undo()
+            _ready()
+            monkeypatch.setattr(gemm, "run_parts", lambda *a, **k: pytest.fail("run_parts"))
             before = _done()
             np.testing.assert_allclose(gemm.stacked(a, b), np.matmul(a, b), **tol)
             assert _done() == before + 1
