@@ -34,7 +34,7 @@ from lezero.runtime.adaptive import Faster, SplitWhenFaster, run_meeting, run_up
 # and callees.  ``kernels/`` reaches the runtime only through these public names.
 from lezero.runtime.blas import is_small  # noqa: E402
 from lezero.runtime.openblas import NO_TRANS, ROW_MAJOR, TRANS  # noqa: E402
-from lezero.runtime.gemm import sgemm  # noqa: E402
+from lezero.runtime.gemm import native_threads as native_products, sgemm  # noqa: E402
 from lezero.runtime.gemm_team import available as team_available  # noqa: E402
 from lezero.runtime.waits import arrive_and_wait, sleep_available  # noqa: E402
 from lezero.runtime import settings as _settings  # noqa: E402
@@ -49,5 +49,5 @@ __all__ = ["policy", "show", "rows", "use_profile", "PROFILES", "getenv", "threa
            "threads_for", "limited_to", "split", "run_parts", "run_split", "run_ranges", "run_meeting",
            "run_elementwise", "launch", "serial_kernels", "serial_only", "held_to_one_thread",
            "one_blas_thread", "Faster", "SplitWhenFaster", "run_update", "is_small", "sgemm",
-           "team_available",
+           "team_available", "native_products",
            "ROW_MAJOR", "NO_TRANS", "TRANS", "arrive_and_wait", "sleep_available"]

@@ -95,7 +95,7 @@ def matmul(a, b):
     """``a @ b`` for 2-D arrays: on MKL where it is available (``lezero.runtime.gemm``),
     else NumPy's, on one BLAS thread when the product is small."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
-        if a.dtype == b.dtype and a.dtype in _FLOATS and policy.gemm == "mkl":
+        if a.dtype == b.dtype and a.dtype in _FLOATS:
             if _mkl_gemm() is not None:
                 y = _mkl_gemm().product(a, b)
                 if y is not None:
@@ -110,10 +110,11 @@ def matmul(a, b):
 
 
 def _mkl_gemm():
+    """``lezero.runtime.gemm`` while float products run on MKL (``mkl.floats()``), else None."""
     if not _gemm:
         from lezero.runtime import gemm, mkl
-        _gemm.append(gemm if mkl.library() is not None else None)
-    return _gemm[0]
+        _gemm.extend((gemm, mkl))
+    return _gemm[0] if _gemm[1].floats() else None
 
 
 def matmul_nd(xp, a, b, out=None):
@@ -121,7 +122,7 @@ def matmul_nd(xp, a, b, out=None):
     MKL for float NumPy arrays where it is available (``lezero.runtime.gemm.stacked``),
     else ``xp``'s own."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype \
-            and a.dtype in _FLOATS and policy.gemm == "mkl" \
+            and a.dtype in _FLOATS \
             and (out is None or type(out) is np.ndarray) and _mkl_gemm() is not None:
         y = _mkl_gemm().stacked(a, b, out)
         if y is not None:

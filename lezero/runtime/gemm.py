@@ -1,8 +1,8 @@
 """Float products on MKL: one sequential MKL call per part, the parts on LeZero's threads.
 
-``product(a, b)`` is what ``blas.matmul`` runs where MKL is available (``mkl.available()``),
-``stacked(a, b, out)`` what ``blas.matmul_nd`` runs for stacks of matrices (the
-convolutions' per-group, per-tile or per-sample products).  A product below
+``product(a, b)`` is what ``blas.matmul`` runs where float products run on MKL
+(``mkl.floats()``), ``stacked(a, b, out)`` what ``blas.matmul_nd`` runs for stacks of
+matrices (the convolutions' per-group, per-tile or per-sample products).  A product below
 ``policy.small_flops`` is one call on this thread (MKL needs no guard to stay on one
 thread, unlike OpenBLAS).  A larger one is cut into up to ``threads()`` parts of at
 least ``policy.gemm_min_part_flops``: a stack by its matrices, one matrix by blocks of
@@ -22,16 +22,29 @@ from lezero.runtime.blas import is_small
 from lezero.runtime.scheduler import run_parts, split, threads_for
 from lezero.runtime.settings import policy
 
-__all__ = ["product", "stacked", "blocks", "sgemm"]
+__all__ = ["product", "stacked", "blocks", "sgemm", "native_threads"]
 
 _LIMIT = 2 ** 31 - 1        # MKL's LP64 integers
 
 
 def sgemm():
     """The ``cblas_sgemm`` that Numba kernels call (a ctypes function, taken as an
-    argument): MKL's where ``mkl.available()``, else NumPy's OpenBLAS's; None without
-    either."""
-    return mkl.library().cblas_sgemm if mkl.available() else openblas.sgemm()
+    argument): MKL's where float products run on it (``mkl.floats()``), else NumPy's
+    OpenBLAS's; None without either."""
+    return mkl.library().cblas_sgemm if mkl.floats() else openblas.sgemm()
+
+
+def native_threads(flops=math.inf):
+    """True when float products of ``flops`` each (a stack of them, or one) split over
+    native threads by themselves, never waiting for Python's GIL: on ``gemm_team``'s
+    workers where they run on MKL (``mkl.floats()``; a stack by its matrices), on
+    OpenBLAS's own threads where they run on NumPy and each is large enough for OpenBLAS
+    to thread it (``policy.openblas_thread_flops``; NumPy loops over a stack's matrices).
+    False where MKL runs them without the team (``policy.gemm_team = 0``): they split
+    over LeZero's Python workers then (``run_parts``)."""
+    if mkl.floats():
+        return gemm_team.available()
+    return flops >= policy.openblas_thread_flops
 
 
 def blocks(m, k, n):

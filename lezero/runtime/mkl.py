@@ -14,8 +14,10 @@ kernel.  The functions here run one call on the calling thread.
 Every wrapper checks what the native code relies on -- dtypes, 2-D shapes that agree,
 a unit stride on one axis of each operand, leading dimensions, an output of the right
 shape -- and raises ``ValueError`` naming the argument, since MKL reads and writes
-through raw pointers.  ``lz.runtime.policy.gemm = "numpy"`` (or ``LEZERO_GEMM=numpy``)
-turns MKL off; without the wheel ``available()`` is False and NumPy runs everything.
+through raw pointers.  By default (``policy.gemm = "auto"``) float products use MKL only
+on an Intel CPU (``floats()``), int8 ones wherever it loads (``available()``);
+``lz.runtime.policy.gemm = "numpy"`` (or ``LEZERO_GEMM=numpy``) turns MKL off, ``"mkl"``
+puts every product on it; without the wheel NumPy runs everything.
 """
 import ctypes
 import ctypes.util
@@ -25,7 +27,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["library", "available", "gemm", "checked_gemm", "gemm_u8s8s32", "operand"]
+__all__ = ["library", "available", "floats", "intel_cpu", "gemm", "checked_gemm", "gemm_u8s8s32", "operand"]
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
 _FIX_OFFSET = 173                               # CblasFixOffset: one offset for all of C
@@ -87,9 +89,40 @@ def _declare(lib):
 
 
 def available():
-    """True when MKL is loaded and ``policy.gemm`` asks for it."""
+    """True when MKL is loaded and ``policy.gemm`` asks for it (``"auto"`` or ``"mkl"``):
+    the int8 products run on it then."""
     from lezero.runtime.settings import policy
-    return policy.gemm == "mkl" and library() is not None
+    return policy.gemm != "numpy" and library() is not None
+
+
+def floats():
+    """True when float products run on MKL: ``policy.gemm == "mkl"``, or ``"auto"`` on an
+    Intel CPU.  MKL picks its fast code by Intel's CPU models; on an AMD EPYC (Zen 3) its
+    sgemm ran LeZero's product shapes 1.0-2x slower than NumPy's OpenBLAS, and whole
+    models 5-17% slower (docs/performance.md, "MKL on other CPUs")."""
+    from lezero.runtime.settings import policy
+    mode = policy.gemm
+    return (mode == "mkl" or mode == "auto" and intel_cpu()) and library() is not None
+
+
+def intel_cpu():
+    """True when the CPU's vendor is Intel (Linux's /proc/cpuinfo; elsewhere the
+    platform's processor string)."""
+    if "intel" not in _found:
+        _found["intel"] = _vendor() == "GenuineIntel"
+    return _found["intel"]
+
+
+def _vendor():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return "GenuineIntel" if "intel" in platform.processor().lower() else ""
 
 
 _LIMIT = 2 ** 31 - 1        # LP64: every size and leading dimension is a C int

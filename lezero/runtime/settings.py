@@ -114,7 +114,7 @@ _DEFINITIONS = (
      "serial_below (im2col, Winograd tiles; x4 multiply-adds for depthwise)"),
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
     ("conv_product_min_part_flops", 3.2e7, "the same for an algorithm made of matrix "
-     "products, where gemm_team splits them"),
+     "products, where they split over native threads (gemm.native_threads)"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),
     ("lstm_min_part_flops", 1e6, "flops per chunk of an LSTM step's product"),
     ("serial_below", 1 << 22, "elements below which a conv kernel skips Numba's pool"),
@@ -124,6 +124,8 @@ _DEFINITIONS = (
     ("small_flops", 8e6, "products below this many flops run on one BLAS thread"),
     ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
     ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
+    ("openblas_thread_flops", 1e6, "flops from which a product on NumPy's OpenBLAS "
+     "counts as split over its own threads (it threads from 2^18 multiply-adds)"),
     ("gemm_team", 1, "1: a large product's blocks on native worker threads (gemm_team)"),
     ("pair_max_flops", 2.5e8, "Linear's backward runs its two products at once below "
      "this many flops each (above: one after the other, each on gemm_team)"),
@@ -149,10 +151,13 @@ for _entry in _DEFINITIONS:
     policy.define(*_entry)
 policy.define("profile", "default", "'default' (the measured policy) or 'serial'")
 _gemm = (variables.getenv("LEZERO_GEMM") or "").strip().lower()
-policy.define("gemm", _gemm if _gemm in ("mkl", "numpy") else "mkl",
-              "'mkl': float and int8 products on Intel MKL where the mkl wheel is "
-              "installed (lezero.runtime.mkl); 'numpy': NumPy's BLAS",
-              "env: LEZERO_GEMM" if _gemm in ("mkl", "numpy") else "default")
+_GEMMS = ("auto", "mkl", "numpy")
+policy.define("gemm", _gemm if _gemm in _GEMMS else "auto",
+              "'auto': int8 products on Intel MKL where the mkl wheel is installed, float "
+              "ones too where the CPU is Intel's (elsewhere MKL's generic code ran them "
+              "slower than OpenBLAS); 'mkl': both on MKL; 'numpy': both on NumPy's BLAS "
+              "(lezero.runtime.mkl)",
+              "env: LEZERO_GEMM" if _gemm in _GEMMS else "default")
 
 
 class _State:

@@ -20,8 +20,9 @@ VARIABLES = (
      "lezero.runtime.settings"),
     ("OPENBLAS_THREAD_TIMEOUT", "how long NumPy's OpenBLAS threads spin after a product "
      "(2^n cycles); LeZero sets 4 when unset", "lezero.runtime.openblas"),
-    ("LEZERO_GEMM", "'numpy' runs every product on NumPy's BLAS; 'mkl' or unset: on Intel "
-     "MKL where the mkl wheel is installed", "lezero.runtime.settings"),
+    ("LEZERO_GEMM", "'numpy' runs every product on NumPy's BLAS; 'mkl': on Intel MKL where "
+     "the mkl wheel is installed; 'auto' or unset: float ones on MKL only on an Intel CPU",
+     "lezero.runtime.settings"),
     ("LEZERO_PARALLEL_BACKEND", "'local' or 'mpi': force the data-parallel backend",
      "lezero.parallel.world"),
     ("LEZERO_COLLECTIVE_TIMEOUT", "default timeout of a collective, seconds (600)",

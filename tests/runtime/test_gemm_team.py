@@ -10,8 +10,16 @@ import pytest
 
 from lezero.runtime import gemm, gemm_team, mkl, policy, scheduler
 
-pytestmark = pytest.mark.skipif(not gemm_team.available(),
+with policy.using(gemm="mkl"):          # float products on MKL whatever the CPU
+    _AVAILABLE = gemm_team.available()
+pytestmark = pytest.mark.skipif(not _AVAILABLE,
                                 reason="needs Numba, the mkl wheel and the C library's usleep")
+
+
+@pytest.fixture(autouse=True)
+def _floats_on_mkl():
+    with policy.using(gemm="mkl"):
+        yield
 
 SPLIT = dict(threads=2, small_flops=1e3, gemm_min_part_flops=1e3, gemm_min_part_rows=4)
 

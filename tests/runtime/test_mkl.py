@@ -9,6 +9,39 @@ from lezero.runtime import blas, gemm, mkl, policy
 pytestmark = pytest.mark.skipif(mkl.library() is None, reason="the mkl wheel is not installed")
 
 
+@pytest.fixture(autouse=True)
+def _floats_on_mkl():
+    """Float products on MKL whatever the CPU (by default only an Intel one's are)."""
+    with policy.using(gemm="mkl"):
+        yield
+
+
+@pytest.mark.parametrize("intel", [True, False])
+def test_auto_puts_float_products_on_mkl_only_on_an_intel_cpu(monkeypatch, intel):
+    monkeypatch.setitem(mkl._found, "intel", intel)
+    a = np.ones((64, 300), np.float32)
+    calls = []
+    monkeypatch.setattr(mkl, "checked_gemm", _spy(mkl.checked_gemm, calls))
+    with policy.using(gemm="auto", gemm_team=0):
+        assert mkl.floats() is intel and mkl.available()        # int8: MKL either way
+        np.testing.assert_allclose(blas.matmul(a, a.T), a @ a.T)
+        assert gemm.sgemm() is (mkl.library().cblas_sgemm if intel else
+                                gemm.openblas.sgemm())
+    assert len(calls) == (1 if intel else 0)
+    with policy.using(gemm="numpy"):
+        assert not mkl.floats() and not mkl.available()
+
+
+def test_the_cpu_vendor_is_read_once(monkeypatch):
+    monkeypatch.delitem(mkl._found, "intel", raising=False)
+    monkeypatch.setattr(mkl, "_vendor", lambda: "AuthenticAMD")
+    assert mkl.intel_cpu() is False
+    monkeypatch.setattr(mkl, "_vendor", lambda: "GenuineIntel")
+    assert mkl.intel_cpu() is False         # cached
+    monkeypatch.delitem(mkl._found, "intel")
+    assert mkl.intel_cpu() is True
+
+
 def _layouts(rng, m, k, dtype):
     """(name, array) of an (m, k) operand: C order, transposed F order, a row-strided view."""
     c = rng.standard_normal((m, k)).astype(dtype)
@@ -209,3 +242,13 @@ def test_small_stacks_run_on_this_thread_one_mkl_call_per_matrix(monkeypatch):
         np.testing.assert_allclose(blas.matmul_nd(np, w, x), np.matmul(w, x), rtol=2e-5,
                                    atol=2e-4)
     assert not calls
+
+
+def test_products_split_natively_unless_mkl_runs_without_its_team():
+    with policy.using(gemm="numpy", openblas_thread_flops=1e6):
+        assert gemm.native_threads() and gemm.native_threads(1e6)   # OpenBLAS's threads
+        assert not gemm.native_threads(1e6 - 1)     # a small one: NumPy loops, one thread
+    with policy.using(gemm="mkl", gemm_team=0):
+        assert not gemm.native_threads()        # LeZero's Python workers
+    with policy.using(gemm="mkl", gemm_team=1):
+        assert gemm.native_threads(1.0) == gemm.gemm_team.available()   # stacks too

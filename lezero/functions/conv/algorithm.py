@@ -37,10 +37,11 @@ class Algorithm:
         """None when this algorithm handles the problem, else the reason why not."""
         return None
 
-    def on_products(self, prob):
-        """True when ``prob``'s work is mostly matrix products (which split over the
-        runtime's threads by themselves); the batch split then waits for larger parts."""
-        return False
+    def product_flops(self, prob):
+        """The flops of each matrix product ``prob``'s work is made of (products split
+        over the runtime's native threads by themselves: the batch split then waits for
+        larger parts, ``parallel.parts_for``); 0 when its work is not mostly products."""
+        return 0
 
     def forward(self, x, w, prob, cache):
         raise NotImplementedError

@@ -72,8 +72,11 @@ class Direct(Algorithm):
             xs = xp.ascontiguousarray(xe[(Ellipsis,) + strided(g)])
         return xs.reshape(prob.batch, g.groups, -1, g.out_volume)
 
-    def on_products(self, prob):
-        return self._pointwise(prob)
+    def product_flops(self, prob):
+        # the pointwise case: one (M, C/G) @ (C/G, L) product per sample and group
+        g = prob.geom
+        return 2.0 * prob.out_channels * prob.in_channels * g.out_volume / g.groups ** 2 \
+            if self._pointwise(prob) else 0
 
     def forward(self, x, w, prob, cache):
         xp, G = xp_of(x), prob.geom.groups

@@ -111,8 +111,9 @@ class Im2col(Algorithm):
         G = g.groups
         return G, prob.out_channels // G, (prob.in_channels // G) * g.kernel_volume, g.out_volume
 
-    def on_products(self, prob):
-        return True
+    def product_flops(self, prob):
+        G, M, kdim, L = self._dims(prob)
+        return 2.0 * M * kdim * L * (1 if per_sample(prob) else prob.batch)
 
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)

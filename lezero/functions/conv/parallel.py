@@ -16,7 +16,7 @@ import dataclasses
 
 from lezero import cuda
 # threads: re-exported, the notebooks and users read a convolution's thread count here
-from lezero.runtime import (policy, run_parts, split, team_available,  # noqa: F401
+from lezero.runtime import (native_products, policy, run_parts, split,  # noqa: F401
                             threads, threads_for)
 from lezero.functions.conv.algorithm import drop_kept, store
 
@@ -27,14 +27,16 @@ ROLES = {"forward": ("x", None), "grad_input": ("gy", None), "grad_weight": ("x"
 
 def parts_for(prob, algo=None):
     """How many batch parts to run ``prob`` in (1: no split).  An algorithm whose work is
-    mostly products (``algo.on_products``) splits the batch only from
-    ``policy.conv_product_min_part_flops`` a part where the runtime's native product
-    workers run (``team_available``): below that its products split over them, with no
-    GIL hand-over per part (docs/performance.md)."""
+    mostly products (``algo.product_flops``) splits the batch only from
+    ``policy.conv_product_min_part_flops`` a part where its products split over native
+    threads by themselves (``native_products``: the runtime's team on MKL, OpenBLAS's own
+    threads for products that are not small): below that they split there, with no GIL
+    hand-over per part (docs/performance.md)."""
     if prob.backend != "numpy" or prob.batch < 2:
         return 1
     least = policy.conv_min_part_flops
-    if algo is not None and algo.on_products(prob) and team_available():
+    flops = algo.product_flops(prob) if algo is not None else 0
+    if flops and native_products(flops):
         least = max(least, policy.conv_product_min_part_flops)
     return threads_for(prob.batch, prob.flops(), least)
 

@@ -122,8 +122,10 @@ class Winograd(Algorithm):
         winograd_kernels.tiles_in(gy, AT.T, g, self.m, 0, 0, th, tw)
         return store(cache, f"bwd:{self.name}:Gy", gy, g)
 
-    def on_products(self, prob):
-        return True
+    def product_flops(self, prob):
+        # one (Cout, Cin) @ (Cin, tiles) product per point of the alpha x alpha tile
+        th, tw = self._tiles(prob)
+        return 2.0 * prob.out_channels * prob.in_channels * prob.batch * th * tw
 
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)

@@ -351,9 +351,11 @@ def test_a_batch_split_transforms_the_winograd_filter_once(monkeypatch, threaded
 
 
 def test_product_algorithms_split_the_batch_later(threaded, monkeypatch):  # noqa: F811
-    """Where the native product workers run, an algorithm made of products splits the
-    batch only from ``conv_product_min_part_flops`` a part (its products split over the
-    workers below that); depthwise and the direct tap loop keep ``conv_min_part_flops``."""
+    """Where products split over native threads (the MKL team, OpenBLAS's own), an
+    algorithm made of products splits the batch only from ``conv_product_min_part_flops``
+    a part (its products split over those threads below that); depthwise and the direct
+    tap loop keep ``conv_min_part_flops``.  The runtime is asked about each algorithm's
+    own product size."""
     from lezero.functions.conv import parallel
     from lezero.functions.conv.registry import ALGORITHMS
     from lezero.runtime import policy
@@ -363,15 +365,18 @@ def test_product_algorithms_split_the_batch_later(threaded, monkeypatch):  # noq
                         "numpy")
     point = ConvProblem(conv_geometry("t", x, (32, 32, 1, 1), 2, 1, 0, 1, 1), 8, 32, 32,
                         "float32", "numpy")
+    asked = []
+    monkeypatch.setattr(parallel, "native_products", lambda flops: asked.append(flops) or True)
     with lz.using_config("conv_threads", 2), policy.using(conv_min_part_flops=1e5,
                                                           conv_product_min_part_flops=1e12):
-        if not parallel.team_available():
-            pytest.skip("no native product workers here (Numba or MKL missing)")
         assert parallel.parts_for(conv) == 2                 # the cost model's question
         assert parallel.parts_for(conv, ALGORITHMS["im2col"]) == 1
         assert parallel.parts_for(conv, ALGORITHMS["winograd_2x2"]) == 1
         assert parallel.parts_for(point, ALGORITHMS["direct"]) == 1
         assert parallel.parts_for(conv, ALGORITHMS["direct"]) == 2      # the tap loop
         assert parallel.parts_for(depth, ALGORITHMS["depthwise"]) == 2
-        monkeypatch.setattr(parallel, "team_available", lambda: False)
+        # im2col: one (32, 288) @ (288, 196) product per sample; Winograd 2x2: one
+        # (32, 32) @ (32, 8 * 7 * 7) product per tile point; 1x1: (32, 32) @ (32, 196)
+        assert asked == [2.0 * 32 * 288 * 196, 2.0 * 32 * 32 * 8 * 49, 2.0 * 32 * 32 * 196]
+        monkeypatch.setattr(parallel, "native_products", lambda flops: False)
         assert parallel.parts_for(conv, ALGORITHMS["im2col"]) == 2
