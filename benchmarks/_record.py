@@ -51,10 +51,21 @@ def command_line(argv, environ=os.environ):
     return " ".join(settings + ["python", script] + argv[1:])
 
 
+def cpu_name():
+    """The CPU's model name (Linux's /proc/cpuinfo), else the platform's processor or
+    machine: figures from an Intel and an AMD machine differ, MKL's most."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def header(argv, load, when=None):
     """The block's first line: the command, the date, the machine and its load."""
     when = when or datetime.date.today().isoformat()
-    return (f"Last output of `{command_line(argv)}` ({when}, {platform.machine()}, "
+    return (f"Last output of `{command_line(argv)}` ({when}, {cpu_name()}, "
             f"{os.cpu_count()} cores, load average {load:.1f} at the start; "
             f"`make figures` reruns it):")
 

@@ -19,7 +19,6 @@ median of the per-round ratios beside the issue's "must" and "aim".  ``tiny`` sh
 (``--shape tiny``) only keep the script from rotting: their figures mean nothing.
 """
 import os
-import platform
 import sys
 import warnings
 from collections import namedtuple
@@ -27,7 +26,7 @@ from collections import namedtuple
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from _common import limit_threads, round_ratios  # noqa: E402
-from _record import run_main  # noqa: E402
+from _record import cpu_name, run_main  # noqa: E402
 
 THREADS = int(os.environ.get("BENCH_THREADS", 2))
 SHAPE_NAMES = ("first", "second", "tiny")
@@ -149,13 +148,7 @@ def header():
     """What the table was measured on."""
     import numpy as np
     import torch
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f
-                       if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return [f"LeZero time / reference time, {THREADS} threads each, {cpu}, "
             f"{os.cpu_count()} cores (load average {load:.1f}), torch {torch.__version__}, "

@@ -282,7 +282,9 @@ def gemm_library():
     from lezero.runtime import blas, mkl, policy
     found = mkl.library() is not None
     print(f"  float products: policy.gemm = {policy.gemm!r} (LEZERO_GEMM), Intel MKL "
-          f"{'loaded, sequential layer' if found else 'not installed: NumPy runs them'}")
+          f"{'loaded, sequential layer' if found else 'not installed: NumPy runs them'}; "
+          f"on MKL here: {mkl.floats()} ('auto' puts them there on an Intel CPU only: "
+          f"{mkl.intel_cpu()} here)")
     if not found:
         return
     a = rng.standard_normal((256, 768)).astype(np.float32)

@@ -266,10 +266,12 @@ for label, fns in (("as it runs", pair), ("serial kernels", [on_one_thread(f) fo
 
 # %% [markdown]
 # **Which library multiplies.** Where the `mkl` wheel is installed (LeZero depends on it on
-# x86-64 Linux), float products run on Intel MKL's `sgemm`, split over LeZero's threads, and
-# INT8 layers of 16 or more input channels on its exact uint8 x int8 GEMM;
-# `lezero.runtime.policy.gemm = "numpy"` (or `LEZERO_GEMM=numpy`) puts them back on NumPy's
-# OpenBLAS. The step's helper times one BERT-sized product both ways.
+# x86-64 Linux), INT8 layers of 16 or more input channels run on its exact uint8 x int8
+# GEMM, and on an Intel CPU float products run on its `sgemm`, split over LeZero's threads
+# (elsewhere MKL's generic code was slower than NumPy's OpenBLAS: `policy.gemm = "auto"`);
+# `lezero.runtime.policy.gemm = "numpy"` (or `LEZERO_GEMM=numpy`) puts them all back on
+# NumPy's OpenBLAS, `"mkl"` all on MKL. The step's helper times one BERT-sized product both
+# ways.
 
 # %%
 from step67 import gemm_library  # noqa: E402
