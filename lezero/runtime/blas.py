@@ -6,12 +6,12 @@ thread.
   once (5 us against threadpoolctl's ``limit`` at 25).
 * ``one_blas_thread()``: the same, unless ``lz.Config.small_gemm_one_thread`` is off --
   for a block of small products (the steps of a recurrent layer).
-* ``matmul(a, b)``: on Intel MKL where the ``mkl`` wheel is installed
-  (``lezero.runtime.gemm``); else a product below ``policy.small_flops`` runs on one
-  thread.  OpenBLAS threads a GEMM once it passes a few hundred thousand multiply-adds; for a small one the
-  fork and join cost more than they save, and on a busy machine the join waits for a
-  helper thread that has no core.  One thread may round differently (OpenBLAS can block
-  the summed axis differently).
+* ``matmul(a, b)``: on Intel MKL where float products run on it (``mkl.floats()``: the
+  ``mkl`` wheel installed, an Intel CPU; ``lezero.runtime.gemm``); else a product below
+  ``policy.small_flops`` runs on one thread.  OpenBLAS threads a GEMM once it passes a
+  few hundred thousand multiply-adds; for a small one the fork and join cost more than
+  they save, and on a busy machine the join waits for a helper thread that has no core.
+  One thread may round differently (OpenBLAS can block the summed axis differently).
 
 Without threadpoolctl, or for CuPy arrays, products run as they are.  Measurements behind
 the thresholds: docs/performance.md.
@@ -92,8 +92,8 @@ _gemm = []          # lezero.runtime.gemm, imported on first use (it imports thi
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-D arrays: on MKL where it is available (``lezero.runtime.gemm``),
-    else NumPy's, on one BLAS thread when the product is small."""
+    """``a @ b`` for 2-D arrays: on MKL where float products run on it (``mkl.floats()``,
+    ``lezero.runtime.gemm``), else NumPy's, on one BLAS thread when the product is small."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
         if a.dtype == b.dtype and a.dtype in _FLOATS:
             if _mkl_gemm() is not None:
@@ -119,8 +119,8 @@ def _mkl_gemm():
 
 def matmul_nd(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)`` for stacks of matrices (the convolutions' products): on
-    MKL for float NumPy arrays where it is available (``lezero.runtime.gemm.stacked``),
-    else ``xp``'s own."""
+    MKL for float NumPy arrays where float products run on it (``mkl.floats()``,
+    ``lezero.runtime.gemm.stacked``), else ``xp``'s own."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype \
             and a.dtype in _FLOATS \
             and (out is None or type(out) is np.ndarray) and _mkl_gemm() is not None:

@@ -27,7 +27,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["library", "available", "floats", "intel_cpu", "gemm", "checked_gemm", "gemm_u8s8s32", "operand"]
+__all__ = ["library", "available", "floats", "intel_cpu", "gemm", "checked_gemm",
+           "gemm_u8s8s32", "operand"]
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
 _FIX_OFFSET = 173                               # CblasFixOffset: one offset for all of C
@@ -98,8 +99,8 @@ def available():
 def floats():
     """True when float products run on MKL: ``policy.gemm == "mkl"``, or ``"auto"`` on an
     Intel CPU.  MKL picks its fast code by Intel's CPU models; on an AMD EPYC (Zen 3) its
-    sgemm ran LeZero's product shapes 1.0-2x slower than NumPy's OpenBLAS, and whole
-    models 5-17% slower (docs/performance.md, "MKL on other CPUs")."""
+    sgemm took 0.9-4.3x OpenBLAS's time on LeZero's product shapes, and whole models ran
+    2-17% slower on it (docs/performance.md, "MKL on other CPUs")."""
     from lezero.runtime.settings import policy
     mode = policy.gemm
     return (mode == "mkl" or mode == "auto" and intel_cpu()) and library() is not None
