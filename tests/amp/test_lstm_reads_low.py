@@ -2,7 +2,9 @@
 low dtype from the start: it runs a chunk of time steps at a time in float32 scratch and
 rounds each chunk as it is done (``LSTMLayer.amp_saves_low``), and its backward lifts
 them a step (or a chunk) at a time.  The chunking changes nothing but the order in which
-the weight gradients are summed in float32."""
+the weight gradients are summed in float32, and the rows of the input product: a BLAS
+whose rows round by the product's row count (OpenBLAS; MKL's do not) moves a rare output
+by an ulp of float16."""
 import numpy as np
 import pytest
 
@@ -79,8 +81,7 @@ def test_chunking_changes_neither_outputs_nor_gradients(monkeypatch, kw, lengths
     whole = _grads(monkeypatch, 1, kw, lengths=lengths)       # one chunk: every step at once
     for chunks in (3, 8, 100):
         got = _grads(monkeypatch, chunks, kw, lengths=lengths)
-        for a, b in zip(got[:3], whole[:3]):                   # y, h_n, c_n: per row
-            np.testing.assert_array_equal(a, b)
+        _close(got[:3], whole[:3])                             # y, h_n, c_n: per row
         _close(got[3:], whole[3:])
 
 

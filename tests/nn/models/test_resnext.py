@@ -25,8 +25,11 @@ def test_small_grouped_resnet_matches_torchvision(dilation):
     ref = tv.ResNet(tv.resnet.Bottleneck, [1, 1, 1, 1], **kw)
     ours = models.ResNet(models.Bottleneck, [1, 1, 1, 1], **kw)
     # with dilation the float32 train-mode gradient of conv1 is 0.3% off float64 on both
-    # sides (measured), so that case compares the eval-mode gradient
-    check_pair(ref, ours, images((2, 3, 64, 64)), "conv1.weight", grad_train=dilation is None)
+    # sides (measured), so that case compares the eval-mode gradient; without it single
+    # elements still move by ~1e-3 of the array's scale between BLAS libraries (LeZero's
+    # products on OpenBLAS against MKL: 1.2e-3 seen), hence 2e-3
+    check_pair(ref, ours, images((2, 3, 64, 64)), "conv1.weight", grad_train=dilation is None,
+               grad_rtol=2e-3)
 
 
 def test_variant_fixes_its_groups():
