@@ -13,13 +13,15 @@ pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not inst
 
 # (N, C, multiplier, H, W, (kh, kw), (sh, sw), (ph, pw), (dh, dw)): stride 1 on rows
 # narrower (channels-last) and wider (wide rows) than WIDE_MIN, stride 2 with three taps
-# (the unrolled paths), and the general loops (five taps dilated, two taps at stride 3,
+# (the unrolled paths, with an odd and an even left padding, a row stride of 1 beside a
+# column stride of 2), and the general loops (five taps dilated, two taps at stride 3,
 # a 1-D problem as H = 1, a dilated 5x5 channels-last)
 CASES = [
     (2, 3, 1, 7, 9, (3, 3), (1, 1), (1, 1), (1, 1)),
     (2, 2, 1, 20, 18, (3, 3), (1, 1), (1, 1), (1, 1)),
     (1, 3, 2, 17, 19, (3, 3), (1, 1), (0, 2), (1, 1)),
     (2, 4, 1, 9, 8, (3, 3), (2, 2), (1, 1), (1, 1)),
+    (2, 3, 2, 10, 11, (3, 3), (1, 2), (2, 0), (2, 1)),
     (1, 2, 3, 8, 11, (5, 5), (1, 1), (2, 2), (2, 2)),
     (2, 3, 1, 10, 10, (2, 2), (3, 3), (1, 0), (1, 1)),
     (1, 2, 1, 22, 24, (5, 3), (2, 1), (2, 1), (1, 2)),
