@@ -203,9 +203,10 @@ def int8(resnet, x):
           "are busy,\n  waking the pool can cost more than the product: compare the two lines.")
     from lezero.quantization import mkl_int8
     from lezero.runtime import mkl
-    print(f"  Where Intel MKL is loaded (here: {mkl.available()}), layers of "
-          f">= {mkl_int8.MIN_CHANNELS} input channels run on its\n  exact uint8 x int8 GEMM "
-          "(AMX or VNNI units) instead, in blocks of patch rows; same integers.")
+    print(f"  Where Intel MKL runs LeZero's products (an Intel CPU; here: {mkl.used()}), "
+          f"layers of >= {mkl_int8.MIN_CHANNELS} input channels\n  may run on its exact "
+          "uint8 x int8 GEMM (AMX or VNNI units) instead, in blocks of patch rows; same "
+          "integers.")
 
 
 def on_one_thread(fn):
@@ -281,9 +282,9 @@ def gemm_library():
     """Which library runs float products, and one BERT-sized product both ways."""
     from lezero.runtime import blas, mkl, policy
     found = mkl.library() is not None
-    print(f"  float products: policy.gemm = {policy.gemm!r} (LEZERO_GEMM), Intel MKL "
+    print(f"  products: policy.gemm = {policy.gemm!r} (LEZERO_GEMM), Intel MKL "
           f"{'loaded, sequential layer' if found else 'not installed: NumPy runs them'}; "
-          f"on MKL here: {mkl.floats()} ('auto' puts them there on an Intel CPU only: "
+          f"on MKL here: {mkl.used()} ('auto' puts them there on an Intel CPU only: "
           f"{mkl.intel_cpu()} here)")
     if not found:
         return

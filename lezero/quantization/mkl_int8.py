@@ -1,9 +1,10 @@
 """The quantized convolution and Linear on Intel MKL's integer GEMM (AMX or VNNI units).
 
 ``cblas_gemm_s8u8s32`` multiplies uint8 activations by int8 weights exactly into int32,
-several times the rate of the Numba VNNI kernel on CPUs with AMX.  ``nhwc`` sends its
-products here when ``usable()`` (``lezero.runtime.mkl.available()``: the ``mkl`` wheel
-loaded and ``policy.gemm`` not ``"numpy"``); ``lz.runtime.policy.gemm = "numpy"`` brings back
+several times the rate of the Numba VNNI kernel on Intel CPUs with AMX.  ``nhwc`` sends
+its products here when ``usable()`` (``lezero.runtime.mkl.used()``: the ``mkl`` wheel
+loaded and ``policy.gemm`` "auto" on an Intel CPU, or "mkl"; on an AMD EPYC it took 2.5-10x
+the time of ``int8_gemm``'s kernel); ``lz.runtime.policy.gemm = "numpy"`` brings back
 ``int8_gemm``'s kernel.  The blocks, the gather and the requantization are
 ``lezero.kernels.int8_blocks``; the weights are the (O, KH*KW*CP) int8 ``matrix`` that
 ``int8_gemm.pack`` keeps beside its VNNI panels.  Same integers as
@@ -37,7 +38,7 @@ ADAPTIVE = True
 
 def usable(packed):
     """True when MKL can compute the products of these packed weights."""
-    return packed.matrix is not None and packed.cp >= MIN_CHANNELS and mkl.available()
+    return packed.matrix is not None and packed.cp >= MIN_CHANNELS and mkl.used()
 
 
 def choose(packed):

@@ -5,8 +5,9 @@ the cache warm a split costs more than it saves, and in the spells when memory r
 several times slower one core cannot draw the bandwidth and a split halves the time
 (the optimizer's update on the MLP benchmark: docs/performance.md, change 22).  So
 ``SplitWhenFaster`` keeps each way's last ``window`` timings in seconds per element,
-runs the way with the lower minimum, and every ``explore``-th call runs the other, to
-notice when the state changes.  The minimum, because noise only ever adds time.
+runs the way with the lower minimum, and now and then the other (``Faster``: the less
+often the slower it ran), to notice when the state changes.  The minimum, because noise
+only ever adds time.
 ``lz.Config.split_when_faster = False`` makes every call one call; ``run_update`` is
 the runner of the optimizers' updates (``kernels.axpy``).
 """
@@ -25,9 +26,15 @@ __all__ = ["Faster", "SplitWhenFaster", "run_meeting", "run_update"]
 class Faster:
     """Of a few ``ways`` to do the same work, the one whose recent timings (the last
     ``window`` per way, seconds per unit of work) have the lowest minimum (or, with
-    ``median``, the lowest median); every ``explore``-th call tries another way, to notice
-    when the machine's state changes.  The minimum where noise only ever adds time; the
-    median where the noise is what is being chosen on (another process's load)."""
+    ``median``, the lowest median).  The first call of each way runs untimed (it pays
+    page faults, a library's first use, Numba's cache load), the second is its first
+    timing.  Then another way is tried now and then, to notice when the machine's state
+    changes: after ``explore`` calls times how many times slower that way last ran
+    (at most ``MAX_SPACING``), so a try costs about 1/``explore`` of the time however
+    slow the other way is.  The minimum where noise only ever adds time; the median
+    where the noise is what is being chosen on (another process's load)."""
+
+    MAX_SPACING = 16            # a way 16x slower or worse: tried every 16 * explore calls
 
     def __init__(self, ways, explore=None, window=None, name="Faster", median=False):
         self.ways, self.median = tuple(ways), median
@@ -36,7 +43,8 @@ class Faster:
         window = check_int(name, "window",
                            policy.split_window if window is None else window, low=1)
         self.timings = {way: collections.deque(maxlen=window) for way in self.ways}
-        self.calls = 0
+        self.calls, self.tried_at, self.tries = 0, 0, 0
+        self.cold = set(self.ways)          # ways whose first (untimed) call is still due
 
     def cost(self, way):
         """The least seconds per unit of the last calls made ``way`` (None if none)."""
@@ -44,22 +52,31 @@ class Faster:
         return (sorted(t)[len(t) // 2] if self.median else min(t)) if t else None
 
     def pick(self):
-        """The way to run this call: each way once first, then the cheapest, exploring."""
+        """The way to run this call: each way twice first, then the cheapest, exploring."""
         self.calls += 1
         for way in self.ways:
             if not self.timings[way]:
                 return way
         best = min(self.ways, key=self.cost)
-        if self.calls % self.explore:
-            return best
         others = [way for way in self.ways if way != best]
-        return others[(self.calls // self.explore) % len(others)]
+        other = others[self.tries % len(others)]
+        low = self.cost(best)
+        spacing = self.MAX_SPACING if low <= 0 else \
+            min(max(self.cost(other) / low, 1.0), self.MAX_SPACING)
+        if self.calls - self.tried_at < self.explore * spacing:
+            return best
+        self.tried_at, self.tries = self.calls, self.tries + 1
+        return other
 
     def timed(self, way, fn, work=1):
-        """``fn()``, its time per unit of ``work`` kept as a timing of ``way``."""
+        """``fn()``, its time per unit of ``work`` kept as a timing of ``way`` (not the
+        first call's)."""
         start = time.perf_counter()
         result = fn()
-        self.timings[way].append((time.perf_counter() - start) / work)
+        if way in self.cold:
+            self.cold.discard(way)
+        else:
+            self.timings[way].append((time.perf_counter() - start) / work)
         return result
 
 

@@ -6,7 +6,7 @@ thread.
   once (5 us against threadpoolctl's ``limit`` at 25).
 * ``one_blas_thread()``: the same, unless ``lz.Config.small_gemm_one_thread`` is off --
   for a block of small products (the steps of a recurrent layer).
-* ``matmul(a, b)``: on Intel MKL where float products run on it (``mkl.floats()``: the
+* ``matmul(a, b)``: on Intel MKL where float products run on it (``mkl.used()``: the
   ``mkl`` wheel installed, an Intel CPU; ``lezero.runtime.gemm``); else a product below
   ``policy.small_flops`` runs on one thread.  OpenBLAS threads a GEMM once it passes a
   few hundred thousand multiply-adds; for a small one the fork and join cost more than
@@ -92,7 +92,7 @@ _gemm = []          # lezero.runtime.gemm, imported on first use (it imports thi
 
 
 def matmul(a, b):
-    """``a @ b`` for 2-D arrays: on MKL where float products run on it (``mkl.floats()``,
+    """``a @ b`` for 2-D arrays: on MKL where float products run on it (``mkl.used()``,
     ``lezero.runtime.gemm``), else NumPy's, on one BLAS thread when the product is small."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == 2 and b.ndim == 2:
         if a.dtype == b.dtype and a.dtype in _FLOATS:
@@ -110,16 +110,16 @@ def matmul(a, b):
 
 
 def _mkl_gemm():
-    """``lezero.runtime.gemm`` while float products run on MKL (``mkl.floats()``), else None."""
+    """``lezero.runtime.gemm`` while float products run on MKL (``mkl.used()``), else None."""
     if not _gemm:
         from lezero.runtime import gemm, mkl
         _gemm.extend((gemm, mkl))
-    return _gemm[0] if _gemm[1].floats() else None
+    return _gemm[0] if _gemm[1].used() else None
 
 
 def matmul_nd(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)`` for stacks of matrices (the convolutions' products): on
-    MKL for float NumPy arrays where float products run on it (``mkl.floats()``,
+    MKL for float NumPy arrays where float products run on it (``mkl.used()``,
     ``lezero.runtime.gemm.stacked``), else ``xp``'s own."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype \
             and a.dtype in _FLOATS \

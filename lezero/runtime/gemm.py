@@ -1,7 +1,7 @@
 """Float products on MKL: one sequential MKL call per part, the parts on LeZero's threads.
 
 ``product(a, b)`` is what ``blas.matmul`` runs where float products run on MKL
-(``mkl.floats()``), ``stacked(a, b, out)`` what ``blas.matmul_nd`` runs for stacks of
+(``mkl.used()``), ``stacked(a, b, out)`` what ``blas.matmul_nd`` runs for stacks of
 matrices (the convolutions' per-group, per-tile or per-sample products).  A product below
 ``policy.small_flops`` is one call on this thread (MKL needs no guard to stay on one
 thread, unlike OpenBLAS).  A larger one is cut into up to ``threads()`` parts of at
@@ -29,20 +29,20 @@ _LIMIT = 2 ** 31 - 1        # MKL's LP64 integers
 
 def sgemm():
     """The ``cblas_sgemm`` that Numba kernels call (a ctypes function, taken as an
-    argument): MKL's where float products run on it (``mkl.floats()``), else NumPy's
+    argument): MKL's where float products run on it (``mkl.used()``), else NumPy's
     OpenBLAS's; None without either."""
-    return mkl.library().cblas_sgemm if mkl.floats() else openblas.sgemm()
+    return mkl.library().cblas_sgemm if mkl.used() else openblas.sgemm()
 
 
 def native_threads(flops=math.inf):
     """True when float products of ``flops`` each (a stack of them, or one) split over
     native threads by themselves, never waiting for Python's GIL: on ``gemm_team``'s
-    workers where they run on MKL (``mkl.floats()``; a stack by its matrices), on
+    workers where they run on MKL (``mkl.used()``; a stack by its matrices), on
     OpenBLAS's own threads where they run on NumPy and each is large enough for OpenBLAS
     to thread it (``policy.openblas_thread_flops``; NumPy loops over a stack's matrices).
     False where MKL runs them without the team (``policy.gemm_team = 0``): they split
     over LeZero's Python workers then (``run_parts``)."""
-    if mkl.floats():
+    if mkl.used():
         return gemm_team.available()
     return flops >= policy.openblas_thread_flops
 

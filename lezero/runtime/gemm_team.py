@@ -103,7 +103,7 @@ _team = {"pid": None, "threads": [], "posted": []}     # threads: (thread, mailb
 def available():
     """True where the team can run: Numba, float products on MKL, the C library's sleeps,
     the setting on."""
-    return bool(policy.gemm_team) and numba_available() and mkl.floats() \
+    return bool(policy.gemm_team) and numba_available() and mkl.used() \
         and sleep_available()
 
 

@@ -14,10 +14,10 @@ kernel.  The functions here run one call on the calling thread.
 Every wrapper checks what the native code relies on -- dtypes, 2-D shapes that agree,
 a unit stride on one axis of each operand, leading dimensions, an output of the right
 shape -- and raises ``ValueError`` naming the argument, since MKL reads and writes
-through raw pointers.  By default (``policy.gemm = "auto"``) float products use MKL only
-on an Intel CPU (``floats()``), int8 ones wherever it loads (``available()``);
-``lz.runtime.policy.gemm = "numpy"`` (or ``LEZERO_GEMM=numpy``) turns MKL off, ``"mkl"``
-puts every product on it; without the wheel NumPy runs everything.
+through raw pointers.  By default (``policy.gemm = "auto"``) products use MKL only on an
+Intel CPU (``used()``); ``lz.runtime.policy.gemm = "numpy"`` (or ``LEZERO_GEMM=numpy``)
+turns MKL off, ``"mkl"`` puts every product on it; without the wheel NumPy runs
+everything.
 """
 import ctypes
 import ctypes.util
@@ -27,8 +27,8 @@ import sys
 
 import numpy as np
 
-__all__ = ["library", "available", "floats", "intel_cpu", "gemm", "checked_gemm",
-           "gemm_u8s8s32", "operand"]
+__all__ = ["library", "used", "intel_cpu", "gemm", "checked_gemm", "gemm_u8s8s32",
+           "operand"]
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112      # CBLAS enum values
 _FIX_OFFSET = 173                               # CblasFixOffset: one offset for all of C
@@ -89,18 +89,12 @@ def _declare(lib):
                    ctypes.c_int8, ctypes.c_float, p, i, p]
 
 
-def available():
-    """True when MKL is loaded and ``policy.gemm`` asks for it (``"auto"`` or ``"mkl"``):
-    the int8 products run on it then."""
-    from lezero.runtime.settings import policy
-    return policy.gemm != "numpy" and library() is not None
-
-
-def floats():
-    """True when float products run on MKL: ``policy.gemm == "mkl"``, or ``"auto"`` on an
-    Intel CPU.  MKL picks its fast code by Intel's CPU models; on an AMD EPYC (Zen 3) its
-    sgemm took 0.9-4.3x OpenBLAS's time on LeZero's product shapes, and whole models ran
-    2-17% slower on it (docs/performance.md, "MKL on other CPUs")."""
+def used():
+    """True when LeZero's products, float and int8, run on MKL: ``policy.gemm == "mkl"``,
+    or ``"auto"`` on an Intel CPU.  MKL picks its fast code by Intel's CPU models; on an
+    AMD EPYC (Zen 3) its sgemm took 0.9-4.3x OpenBLAS's time on LeZero's product shapes,
+    whole models ran 2-17% slower on it, and its ``cblas_gemm_s8u8s32`` took 2.5-10x the
+    time of LeZero's own int8 kernel (docs/performance.md, "MKL on other CPUs")."""
     from lezero.runtime.settings import policy
     mode = policy.gemm
     return (mode == "mkl" or mode == "auto" and intel_cpu()) and library() is not None

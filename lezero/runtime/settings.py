@@ -153,10 +153,10 @@ policy.define("profile", "default", "'default' (the measured policy) or 'serial'
 _gemm = (variables.getenv("LEZERO_GEMM") or "").strip().lower()
 _GEMMS = ("auto", "mkl", "numpy")
 policy.define("gemm", _gemm if _gemm in _GEMMS else "auto",
-              "'auto': int8 products on Intel MKL where the mkl wheel is installed, float "
-              "ones too where the CPU is Intel's (elsewhere MKL's generic code ran them "
-              "slower than OpenBLAS); 'mkl': both on MKL; 'numpy': both on NumPy's BLAS "
-              "(lezero.runtime.mkl)",
+              "'auto': float and int8 products on Intel MKL where the mkl wheel is "
+              "installed and the CPU is Intel's (elsewhere MKL's generic code ran them "
+              "slower than OpenBLAS and LeZero's int8 kernel); 'mkl': on MKL on any CPU; "
+              "'numpy': on NumPy's BLAS and LeZero's kernels (lezero.runtime.mkl)",
               "env: LEZERO_GEMM" if _gemm in _GEMMS else "default")
 
 

@@ -23,15 +23,41 @@ def test_measures_each_way_first_then_runs_the_cheaper(split_parts):
     runner = adaptive.SplitWhenFaster(min_part=10, explore=4)
     x = np.zeros(100, np.float32)
     with lz.using_config("conv_threads", 2):
-        runner.run(lambda a: None, x)
-        runner.run(lambda a: None, x)
-        assert split_parts == [1, 2]                       # one call, then a split
+        for _ in range(4):
+            runner.run(lambda a: None, x)
+        # each way twice: the first call untimed (cold), the second its first timing
+        assert split_parts == [1, 1, 2, 2]
+        assert len(runner.timings[False]) == len(runner.timings[True]) == 1
         split_parts.clear()
-        for _ in range(8):                           # calls 3 .. 10
+        for _ in range(16):                          # calls 5 .. 20
             _fill(runner, one=2e-9, split=1e-9)      # (not what this empty kernel takes)
             runner.run(lambda a: None, x)
-    # the split is cheaper: it runs, but every 4th call (4 and 8) tries one call
-    assert split_parts == [2, 1, 2, 2, 2, 1, 2, 2]
+    # the split is cheaper: it runs; one call, twice as slow, is tried every 2 * 4 calls
+    assert split_parts == [2, 2, 2, 1, 2, 2, 2, 2, 2, 2, 2, 1, 2, 2, 2, 2]
+
+
+def test_a_slower_way_is_tried_less_often():
+    """A try of the other way costs about 1/explore of the time: a way 5x slower is tried
+    every 5 * explore calls, one 100x slower every MAX_SPACING * explore."""
+    for ratio, spacing in ((2.0, 2), (5.0, 5), (100.0, adaptive.Faster.MAX_SPACING)):
+        chooser = adaptive.Faster(("a", "b"), explore=4)
+        chooser.cold.clear()
+        chooser.timings["a"].append(1e-6)
+        chooser.timings["b"].append(ratio * 1e-6)
+        picks = [chooser.pick() for _ in range(4 * spacing * 3)]
+        tried = [i + 1 for i, way in enumerate(picks) if way == "b"]
+        assert tried == [4 * spacing * k for k in (1, 2, 3)], (ratio, tried)
+
+
+def test_the_first_call_of_a_way_is_not_timed():
+    chooser = adaptive.Faster(("a", "b"), explore=1000, median=True)
+    seen = []
+    for _ in range(4):
+        way = chooser.pick()
+        seen.append(way)
+        chooser.timed(way, lambda: None)
+    assert seen == ["a", "a", "b", "b"]
+    assert [len(chooser.timings[w]) for w in "ab"] == [1, 1]
 
 
 def test_a_state_change_moves_the_choice(split_parts):
@@ -152,8 +178,9 @@ def test_a_meeting_sleeps_at_once_while_that_is_measured_faster(monkeypatch):
     def part(i, meeting, spins):
         seen.append((i, spins))
     with lz.using_config("conv_threads", 2):
-        adaptive.run_meeting(part, 2, "k")
-        adaptive.run_meeting(part, 2, "k")
+        for _ in range(4):                         # each way twice (the first untimed)
+            adaptive.run_meeting(part, 2, "k")
+        del seen[2:6]
         chooser = adaptive._meetings["k"]
         for way, seconds in (("spin", 2e-3), ("sleep", 1e-3)):
             chooser.timings[way].clear()
