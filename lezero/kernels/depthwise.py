@@ -11,21 +11,26 @@ input channel), so every tap of every output row reads in range:
     depthwise_grad_input    gx[n, c]       = sum_{o of c} the taps of gy[n, o] added back
     depthwise_grad_weight   gw[o, 0, a, b] = sum_n <gy[n, o], xpad[n, o // m] at (a, b)>
 
-How the loops run: a row of three taps is one unrolled loop (strides 1 and 2 as
-compile-time constants); stride-1 planes at least ``WIDE_MIN`` wide are summed on wide
-rows (one loop per tap row over the whole plane); the input gradient at stride 1 is
-gathered like a forward pass (``gy`` in a zero border, flipped taps), at other strides
-scattered; on narrow maps the forward pass runs channels-last (``channels_last``), its
-inner loops over the channels.  Forward and input gradient run in parallel over (sample,
-channel) planes or output rows, the weight gradient over output channels.
+How the loops run: a 3x3 window (no dilation, column stride 1 or 2) sums its nine taps
+in registers and stores each output once (``_nine_row``); other windows run a row of
+three taps as one unrolled loop (strides 1 and 2 as compile-time constants), stride-1
+planes at least ``WIDE_MIN`` wide on wide rows (one loop per tap row over the whole
+plane); the input gradient at stride 1 is gathered like a forward pass (``gy`` in a zero
+border, flipped taps), at other strides scattered; on narrow maps the forward pass runs
+channels-last (``channels_last``), its inner loops over the channels.  Forward and input
+gradient run in parallel over (sample, channel) planes or output rows, the weight
+gradient over output channels.
 
 Arrays are 4-D (N, C, H, W) and ``geo`` is ``(kh, kw, sh, sw, ph, pw, dh, dw)`` as in
 ``conv_direct``.  ``depthwise_*_ref`` are the NumPy references (also the CuPy path): one
-strided slice per tap over all planes at once.
+strided slice per tap over all planes at once.  Offsets go into row views or unsigned
+indices: an index ``off + j`` with ``off`` unknown may be negative, and Numba's
+wraparound test on it keeps LLVM from vectorising the loop (the plane copy ran 4-6x
+slower with it).
 """
 import numpy as np
 
-from lezero.kernels import argcheck, jit, prange
+from lezero.kernels import argcheck, jit, prange, uint64
 from lezero.kernels.im2col import _valid_range, use_kernel
 from lezero.runtime import launch, policy
 
@@ -100,12 +105,16 @@ def _buffer_shape(geo, in_hw, out_hw):
 
 @jit(cache=True, inline="always")
 def _fill(buf, plane, ph, pw):
-    """Copy ``plane`` into ``buf`` at (ph, pw); the border stays as it is (zero)."""
+    """Copy ``plane`` into ``buf`` at (ph, pw); the border stays as it is (zero).  The
+    column offset goes into the row's view, not the index: an index ``pw + j`` with
+    ``pw`` unknown may be negative, and Numba's wraparound check on it kept the loop
+    from vectorising (4-6x slower)."""
+    w = plane.shape[1]
     for i in range(plane.shape[0]):
-        row = buf[ph + i]
+        row = buf[ph + i, pw:pw + w]
         src = plane[i]
-        for j in range(plane.shape[1]):
-            row[pw + j] = src[j]
+        for j in range(w):
+            row[j] = src[j]
 
 
 @jit(cache=True, inline="always")
@@ -122,10 +131,11 @@ def _taps_row(dst, xr, wr, sw, dw):
             k = 2 * j
             dst[j] += w0 * xr[k] + w1 * xr[k + 1] + w2 * xr[k + 2]
     else:
+        usw = uint64(sw)
         for b in range(wr.shape[0]):
-            wb, off = wr[b], b * dw
+            wb, off = wr[b], uint64(b * dw)
             for j in range(n):
-                dst[j] += wb * xr[off + j * sw]
+                dst[j] += wb * xr[off + uint64(j) * usw]
 
 
 @jit(cache=True, inline="always")
@@ -156,6 +166,40 @@ def _strided(out, buf, wp, r0, c0, sh, sw, dh, dw):
 
 
 @jit(cache=True, inline="always")
+def _nine_row(dst, r0, r1, r2, wp, sw):
+    """``dst[j] = sum_ab wp[a, b] * r_a[j * sw + b]``: a 3x3 window's nine taps summed in
+    registers, one store per output."""
+    w00, w01, w02 = wp[0, 0], wp[0, 1], wp[0, 2]
+    w10, w11, w12 = wp[1, 0], wp[1, 1], wp[1, 2]
+    w20, w21, w22 = wp[2, 0], wp[2, 1], wp[2, 2]
+    for j in range(dst.shape[0]):
+        k = j * sw
+        dst[j] = (w00 * r0[k] + w01 * r0[k + 1] + w02 * r0[k + 2]
+                  + w10 * r1[k] + w11 * r1[k + 1] + w12 * r1[k + 2]
+                  + w20 * r2[k] + w21 * r2[k + 1] + w22 * r2[k + 2])
+
+
+@jit(cache=True, inline="always")
+def _nine_plane(out, buf, wp, r0, c0, sh, sw):
+    """``_nine_row`` for every output row, windows from ``buf[r0 + i * sh, c0:]``, with
+    the column stride (1 or 2) a constant so that the row loop vectorises."""
+    for i in range(out.shape[0]):
+        r = r0 + i * sh
+        x0, x1, x2 = buf[r, c0:], buf[r + 1, c0:], buf[r + 2, c0:]
+        if sw == 1:
+            _nine_row(out[i], x0, x1, x2, wp, 1)
+        else:
+            _nine_row(out[i], x0, x1, x2, wp, 2)
+
+
+@jit(cache=True, inline="always")
+def _is_nine(geo):
+    """True for the fused 3x3 path: a 3x3 window, no dilation, column stride 1 or 2."""
+    kh, kw, sh, sw, ph, pw, dh, dw = geo
+    return kh == 3 and kw == 3 and dh == 1 and dw == 1 and (sw == 1 or sw == 2)
+
+
+@jit(cache=True, inline="always")
 def _wide_taps(acc, buf, wp, start, dh, dw):
     """Stride 1 on wide rows: ``acc[t] += sum_ab wp[a, b] * flat[start + t + a*dh*cols
     + b*dw]`` with ``flat`` the padded plane ``buf`` (cols wide) read as one row.  An
@@ -175,9 +219,9 @@ def _wide_taps(acc, buf, wp, start, dh, dw):
 def _unwiden(out, acc, cols):
     """``out[i, j] = acc[i * cols + j]``."""
     for i in range(out.shape[0]):
-        row = out[i]
+        row, src = out[i], acc[i * cols:]
         for j in range(out.shape[1]):
-            row[j] = acc[i * cols + j]
+            row[j] = src[j]
 
 
 @jit(cache=True, nogil=True)
@@ -189,7 +233,8 @@ def forward_planes(x, w, y, geo, first, stop):
     mult = O // C
     rows, cols = _buffer_shape(geo, (H, W), (Ho, Wo))
     buf = np.zeros((rows, cols), dtype=x.dtype)
-    wide = sh == 1 and sw == 1 and Wo >= WIDE_MIN
+    nine = _is_nine(geo)
+    wide = sh == 1 and sw == 1 and Wo >= WIDE_MIN and not nine
     acc = np.empty((Ho - 1) * cols + Wo if wide and Ho else 0, dtype=x.dtype)
     filled = -1
     for p in range(first, stop):
@@ -198,6 +243,9 @@ def forward_planes(x, w, y, geo, first, stop):
         if src != filled:
             _fill(buf, x[n, o // mult], ph, pw)
             filled = src
+        if nine:
+            _nine_plane(y[n, o], buf, w[o, 0], 0, 0, sh, sw)
+            continue
         if wide:
             _zero(acc)
             _wide_taps(acc, buf, w[o, 0], 0, dh, dw)
@@ -223,10 +271,11 @@ def _scatter_row(dst, g, wr, sw, dw):
             dst[2 * j + 1] += w1 * g[j]
         dst[2 * n] += w2 * g[n - 1]
         return
+    usw = uint64(sw)
     for b in range(wr.shape[0]):
-        wb, off = wr[b], b * dw
+        wb, off = wr[b], uint64(b * dw)
         for j in range(n):
-            dst[off + j * sw] += wb * g[j]
+            dst[off + uint64(j) * usw] += wb * g[j]
 
 
 @jit(cache=True, inline="always")
@@ -254,8 +303,13 @@ def grad_input_planes(gy, w, wf, gx, geo, first, stop):
     else:
         rows, cols = _buffer_shape(geo, (H, W), (Ho, Wo))
         buf = np.empty((rows, cols), dtype=gx.dtype)
+    nine = _is_nine(geo) and mult == 1
     for p in range(first, stop):
         n, c = p // C, p % C
+        if nine and sh == 1:            # the forward pass's nine taps, flipped
+            _fill(buf, gy[n, c], eh, ew)
+            _nine_plane(gx[n, c], buf, wf[c, 0], ph, pw, 1, 1)
+            continue
         if sh == 1 and sw == 1:
             _zero(acc)
             if not wide:
@@ -296,10 +350,11 @@ def _dots_row(sums, a, g, xr, sw, dw, zero):
         sums[a, 1] += s1
         sums[a, 2] += s2
     else:
+        usw = uint64(sw)
         for b in range(kw):
-            s, off = zero, b * dw
+            s, off = zero, uint64(b * dw)
             for j in range(g.shape[0]):
-                s += g[j] * xr[off + j * sw]
+                s += g[j] * xr[off + uint64(j) * usw]
             sums[a, b] += s
 
 

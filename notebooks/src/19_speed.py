@@ -266,11 +266,11 @@ for label, fns in (("as it runs", pair), ("serial kernels", [on_one_thread(f) fo
 
 # %% [markdown]
 # **Which library multiplies.** Where the `mkl` wheel is installed (LeZero depends on it on
-# x86-64 Linux), INT8 layers of 16 or more input channels run on its exact uint8 x int8
-# GEMM, and on an Intel CPU float products run on its `sgemm`, split over LeZero's threads
-# (elsewhere MKL's generic code was slower than NumPy's OpenBLAS: `policy.gemm = "auto"`);
-# `lezero.runtime.policy.gemm = "numpy"` (or `LEZERO_GEMM=numpy`) puts them all back on
-# NumPy's OpenBLAS, `"mkl"` all on MKL. The step's helper times one BERT-sized product both
+# x86-64 Linux) and the CPU is Intel's, float products run on its `sgemm`, split over
+# LeZero's threads, and INT8 layers of 16 or more input channels may run on its exact
+# uint8 x int8 GEMM (elsewhere MKL's generic code was slower than NumPy's OpenBLAS and
+# LeZero's int8 kernel: `policy.gemm = "auto"`); `lezero.runtime.policy.gemm = "numpy"`
+# (or `LEZERO_GEMM=numpy`) keeps everything off MKL, `"mkl"` puts it all there. The step's helper times one BERT-sized product both
 # ways.
 
 # %%
