@@ -190,12 +190,14 @@ def _im2col(x, zp, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
                 for j in range(kw):
                     xx = q * sw - pw + j * dw
                     base = (i * kw + j) * c
-                    if 0 <= y < h and 0 <= xx < w:
+                    dst = col[b, row, base:base + c]    # a view: 'base + ch' as an index
+                    if 0 <= y < h and 0 <= xx < w:      # would not vectorise (wraparound)
+                        src = x[b, y, xx]
                         for ch in range(c):
-                            col[b, row, base + ch] = np.int16(x[b, y, xx, ch]) - zp
+                            dst[ch] = np.int16(src[ch]) - zp
                     else:
                         for ch in range(c):
-                            col[b, row, base + ch] = 0
+                            dst[ch] = 0
 
 
 def im2col(x, zp, geo):
