@@ -67,6 +67,15 @@ def expand(g, x_shape, axes, keepdims):
     return broadcast_to(g, x_shape)
 
 
+def expand_array(g, x_shape, axes, keepdims):
+    """``expand`` on arrays, for a first-order backward (``backward_arrays``): the
+    broadcast view itself, without the two Function calls of a differentiable result
+    (2000 x (sum, backward) of 4096 elements: 1.36 -> 1.02 of PyTorch's time)."""
+    if not keepdims:
+        g = g.reshape(keepdims_shape(x_shape, axes))
+    return xp_of(g).broadcast_to(g, x_shape)
+
+
 class Sum(Function):
     save_inputs, reads_outputs = (), False      # the gradient needs the shape only
 
@@ -80,6 +89,9 @@ class Sum(Function):
 
     def backward(self, gy):
         return expand(gy, self.x_shape, self.axis, self.keepdims)
+
+    def backward_arrays(self, gy):
+        return expand_array(gy, self.x_shape, self.axis, self.keepdims)
 
 
 @register("reduction")
@@ -103,6 +115,11 @@ class Mean(Function):
         x = self.inputs[0]
         n = reduced_size(x.shape, self.axis)
         return expand(gy * (1.0 / n), x.shape, self.axis, self.keepdims)
+
+    def backward_arrays(self, gy):
+        x = self.inputs[0]
+        n = reduced_size(x.shape, self.axis)
+        return expand_array(gy * (1.0 / n), x.shape, self.axis, self.keepdims)
 
 
 @register("reduction")
