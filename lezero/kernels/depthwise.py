@@ -39,6 +39,13 @@ _CHUNKS = 64
 # Stride-1 planes at least this wide are summed on wide rows (``_wide_taps``); narrower
 # ones row by row (measured: wide rows pay from 28 columns on, cost 40% more at 7).
 WIDE_MIN = 16
+# A 3x3 window at stride 1 on rows narrower than this sums its nine taps on wide rows
+# (the junk columns cost less than a short loop per row), and channels-last only below
+# NINE_CL_BELOW.  One thread, AMD EPYC, b2 and b8: wide rows 0.65-0.9x the row loops'
+# time at 10..28 columns, 1.1-1.25x at 40..112; channels-last 0.7-0.9x at 5 and 7,
+# 1.1-1.15x at 10 and 14 (scratch timings of MobileNetV2's layers).
+NINE_WIDE_BELOW = 32
+NINE_CL_BELOW = 8
 
 
 # ----- NumPy references ------------------------------------------------------------------
@@ -234,8 +241,9 @@ def forward_planes(x, w, y, geo, first, stop):
     rows, cols = _buffer_shape(geo, (H, W), (Ho, Wo))
     buf = np.zeros((rows, cols), dtype=x.dtype)
     nine = _is_nine(geo)
+    wide9 = nine and sh == 1 and sw == 1 and Wo < NINE_WIDE_BELOW
     wide = sh == 1 and sw == 1 and Wo >= WIDE_MIN and not nine
-    acc = np.empty((Ho - 1) * cols + Wo if wide and Ho else 0, dtype=x.dtype)
+    acc = np.empty((Ho - 1) * cols + Wo if (wide or wide9) and Ho else 0, dtype=x.dtype)
     filled = -1
     for p in range(first, stop):
         n, o = p // O, p % O
@@ -243,6 +251,11 @@ def forward_planes(x, w, y, geo, first, stop):
         if src != filled:
             _fill(buf, x[n, o // mult], ph, pw)
             filled = src
+        if nine and wide9:
+            flat = buf.reshape(buf.size)
+            _nine_row(acc, flat, flat[cols:], flat[2 * cols:], w[o, 0], 1)
+            _unwiden(y[n, o], acc, cols)
+            continue
         if nine:
             _nine_plane(y[n, o], buf, w[o, 0], 0, 0, sh, sw)
             continue
@@ -422,10 +435,12 @@ def grad_weight_nb(x, gy, gw, geo):
 # zero-bordered (N, rows, cols, C) buffer, and each output row sums its taps as long
 # loops over the channels, which vectorise (MobileNet's last layers have 384 to 960).
 
-def channels_last(mult, out_width):
-    """Whether the forward pass runs channels-last: one input channel per output channel
-    (the usual depthwise layer) and rows narrower than ``WIDE_MIN``."""
-    return mult == 1 and out_width < WIDE_MIN
+def channels_last(mult, out_width, geo=None):
+    """True where the forward pass runs channels-last: one channel per input (the usual
+    depthwise layer) and rows narrower than ``WIDE_MIN`` (``NINE_CL_BELOW`` for the
+    3x3 stride-1 window of ``geo``, which the planes sum faster on wide rows)."""
+    nine = geo is not None and tuple(geo[:4]) + tuple(geo[6:]) == (3, 3, 1, 1, 1, 1)
+    return mult == 1 and out_width < (NINE_CL_BELOW if nine else WIDE_MIN)
 
 
 @jit(cache=True, nogil=True)
@@ -540,7 +555,7 @@ def _min_part():
 
 def depthwise_forward_numba(x, w, y, geo):
     geo = check_depthwise("depthwise_forward_numba", x, w, y, geo)
-    if channels_last(w.shape[0] // x.shape[1], y.shape[3]):
+    if channels_last(w.shape[0] // x.shape[1], y.shape[3], geo):
         return _forward_channels_last(x, w, y, geo)
     launch(forward_nb, forward_planes, _work(y, geo), y.shape[0] * y.shape[1], x, w, y, geo,
            min_part=_min_part())

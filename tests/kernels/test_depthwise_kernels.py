@@ -11,8 +11,9 @@ from lezero.kernels import numba_available
 
 pytestmark = pytest.mark.skipif(not numba_available(), reason="Numba is not installed")
 
-# (N, C, multiplier, H, W, (kh, kw), (sh, sw), (ph, pw), (dh, dw)): stride 1 on rows
-# narrower (channels-last) and wider (wide rows) than WIDE_MIN, stride 2 with three taps
+# (N, C, multiplier, H, W, (kh, kw), (sh, sw), (ph, pw), (dh, dw)): a 3x3 window at
+# stride 1 on rows narrower than NINE_CL_BELOW (channels-last), than NINE_WIDE_BELOW
+# (nine taps on wide rows) and wider (nine taps row by row), stride 2 with three taps
 # (the unrolled paths, with an odd and an even left padding, a row stride of 1 beside a
 # column stride of 2), and the general loops (five taps dilated, two taps at stride 3,
 # a 1-D problem as H = 1, a dilated 5x5 channels-last)
@@ -27,7 +28,17 @@ CASES = [
     (1, 2, 1, 22, 24, (5, 3), (2, 1), (2, 1), (1, 2)),
     (3, 2, 2, 1, 13, (1, 3), (1, 2), (0, 1), (1, 1)),
     (1, 3, 1, 9, 11, (5, 5), (1, 1), (1, 2), (2, 1)),
+    (2, 3, 1, 6, 5, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (1, 2, 1, 5, 34, (3, 3), (1, 1), (1, 1), (1, 1)),
 ]
+
+
+def test_a_3x3_stride_1_window_runs_channels_last_only_on_the_narrowest_rows():
+    nine, five = (3, 3, 1, 1, 1, 1, 1, 1), (5, 5, 1, 1, 2, 2, 1, 1)
+    assert dk.channels_last(1, dk.NINE_CL_BELOW - 1, nine)
+    assert not dk.channels_last(1, dk.NINE_CL_BELOW, nine)
+    assert dk.channels_last(1, dk.NINE_CL_BELOW, five)          # other windows: WIDE_MIN
+    assert not dk.channels_last(1, dk.WIDE_MIN, five) and not dk.channels_last(2, 5, nine)
 
 
 def _out(n, k, s, p, d):
