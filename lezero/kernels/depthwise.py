@@ -39,13 +39,10 @@ _CHUNKS = 64
 # Stride-1 planes at least this wide are summed on wide rows (``_wide_taps``); narrower
 # ones row by row (measured: wide rows pay from 28 columns on, cost 40% more at 7).
 WIDE_MIN = 16
-# A 3x3 window at stride 1 on rows narrower than this sums its nine taps on wide rows
-# (the junk columns cost less than a short loop per row), and channels-last only below
-# NINE_CL_BELOW.  One thread, AMD EPYC, b2 and b8: wide rows 0.65-0.9x the row loops'
-# time at 10..28 columns, 1.1-1.25x at 40..112; channels-last 0.7-0.9x at 5 and 7,
-# 1.1-1.15x at 10 and 14 (scratch timings of MobileNetV2's layers).
-NINE_WIDE_BELOW = 32
-NINE_CL_BELOW = 8
+# A 3x3 stride-1 window sums its nine taps on wide rows below NINE_WIDE_BELOW columns,
+# channels-last below NINE_CL_BELOW (one thread, AMD EPYC, MobileNetV2's layers: wide rows
+# 0.65-0.9x the row loops' time at 10..28 columns, 1.1-1.25x at 40..112).
+NINE_WIDE_BELOW, NINE_CL_BELOW = 32, 8
 
 
 # ----- NumPy references ------------------------------------------------------------------
