@@ -3,7 +3,7 @@
 ``cblas_gemm_s8u8s32`` multiplies uint8 activations by int8 weights exactly into int32,
 several times the rate of the Numba VNNI kernel on Intel CPUs with AMX.  ``nhwc`` sends
 its products here when ``usable()`` (``lezero.runtime.mkl.used()``: the ``mkl`` wheel
-loaded and ``policy.gemm`` "auto" on an Intel CPU, or "mkl"; on an AMD EPYC it took 2.5-10x
+loaded and ``policy.gemm`` "auto" on an Intel CPU, or "mkl"; on an AMD EPYC it took 2.5-8x
 the time of ``int8_gemm``'s kernel); ``lz.runtime.policy.gemm = "numpy"`` brings back
 ``int8_gemm``'s kernel.  The blocks, the gather and the requantization are
 ``lezero.kernels.int8_blocks``; the weights are the (O, KH*KW*CP) int8 ``matrix`` that

@@ -93,7 +93,7 @@ def used():
     """True when LeZero's products, float and int8, run on MKL: ``policy.gemm == "mkl"``,
     or ``"auto"`` on an Intel CPU.  MKL picks its fast code by Intel's CPU models; on an
     AMD EPYC (Zen 3) its sgemm took 0.9-4.3x OpenBLAS's time on LeZero's product shapes,
-    whole models ran 2-17% slower on it, and its ``cblas_gemm_s8u8s32`` took 2.5-10x the
+    whole models ran 2-17% slower on it, and its ``cblas_gemm_s8u8s32`` took 2.5-8x the
     time of LeZero's own int8 kernel (docs/performance.md, "MKL on other CPUs")."""
     from lezero.runtime.settings import policy
     mode = policy.gemm

@@ -146,7 +146,7 @@ def test_numpy_policy_runs_the_vnni_kernel(on_mkl, monkeypatch):
 
 @pytest.mark.parametrize("intel", [True, False])
 def test_auto_runs_int8_products_on_mkl_only_on_an_intel_cpu(monkeypatch, intel):
-    """On an AMD EPYC MKL's int8 GEMM took 2.5-10x the time of LeZero's kernel."""
+    """On an AMD EPYC MKL's int8 GEMM took 2.5-8x the time of LeZero's kernel."""
     monkeypatch.setitem(mkl._found, "intel", intel)
     packed = nhwc.pack_conv(np.ones((64, 16, 3, 3), np.int8))
     with policy.using(gemm="auto"):
