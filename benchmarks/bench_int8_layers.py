@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import _real_vision as rv
-from _common import limit_threads
+from _common import best_time, limit_threads
 from _record import run_main
 
 THREADS = 2
@@ -39,16 +39,6 @@ def _convs(model, x):
     return seen
 
 
-def _best(fn, repeat=5):
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def layers(model, x):
     """One line per convolution: shape, kernel time, MKL time, kernel GMAC/s."""
     from lezero.quantization import mkl_int8
@@ -63,13 +53,13 @@ def layers(model, x):
         oh = (h + 2 * fn.padding[0] - kh) // s + 1
         macs = n * oh * oh * w.shape[0] * c * kh * w.shape[3]
         with policy.using(gemm="numpy"):
-            ours = _best(lambda: fn.forward(q))
+            ours = best_time(lambda: fn.forward(q), repeat=5, warmup=1)
         theirs = float("nan")
         if has_mkl:
             adaptive, mkl_int8.ADAPTIVE = mkl_int8.ADAPTIVE, False
             try:
                 with policy.using(gemm="mkl"):
-                    theirs = _best(lambda: fn.forward(q))
+                    theirs = best_time(lambda: fn.forward(q), repeat=5, warmup=1)
             finally:
                 mkl_int8.ADAPTIVE = adaptive
         total[0] += ours

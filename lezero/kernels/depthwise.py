@@ -241,6 +241,7 @@ def forward_planes(x, w, y, geo, first, stop):
     wide9 = nine and sh == 1 and sw == 1 and Wo < NINE_WIDE_BELOW
     wide = sh == 1 and sw == 1 and Wo >= WIDE_MIN and not nine
     acc = np.empty((Ho - 1) * cols + Wo if (wide or wide9) and Ho else 0, dtype=x.dtype)
+    flat = buf.reshape(buf.size)       # the padded plane read as one row (wide9)
     filled = -1
     for p in range(first, stop):
         n, o = p // O, p % O
@@ -248,8 +249,7 @@ def forward_planes(x, w, y, geo, first, stop):
         if src != filled:
             _fill(buf, x[n, o // mult], ph, pw)
             filled = src
-        if nine and wide9:
-            flat = buf.reshape(buf.size)
+        if wide9:
             _nine_row(acc, flat, flat[cols:], flat[2 * cols:], w[o, 0], 1)
             _unwiden(y[n, o], acc, cols)
             continue
