@@ -68,13 +68,14 @@ def _xp(a):
 
 # ----- Numba kernels ---------------------------------------------------------------------
 
-# Two kernels per case.  The fast one keeps a running maximum with ``v > best`` alone,
-# which LLVM compiles to branch-free max and conditional-move instructions: on real data
-# the winning tap is random, and the branches of the exact loop (``v > best or v != v``)
-# were mispredicted so often that the exact loop was six times slower
-# (docs/performance.md).  The fast one also counts the windows holding a NaN,
-# where ``>`` alone is wrong; when there are any, the caller reruns those rows with the
-# exact kernel, whose tie and NaN rules are PyTorch's.
+# Two kernels for the positions.  The fast one keeps a running maximum with ``v > best``
+# alone, which LLVM compiles to branch-free max and conditional-move instructions: on
+# real data the winning tap is random, and the branches of the exact loop (``v > best or
+# v != v``) were mispredicted so often that the exact loop was six times slower
+# (docs/performance.md).  The fast one also counts the windows holding a NaN, where
+# ``>`` alone is wrong; when there are any, the caller reruns those rows with the exact
+# kernel, whose tie and NaN rules are PyTorch's.  The values alone (``_max_values2d``)
+# need no rerun: their select keeps a NaN.
 
 @jit(cache=True, nogil=True)
 def _max_pool2d_exact(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
@@ -100,74 +101,161 @@ def _max_pool2d_exact(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, 
 
 
 @jit(cache=True, nogil=True, inline="always")
-def _down_rows(xr, h0, a0, a1, dh, vmax, vrow, positions):
+def _down_rows(xr, h0, a0, a1, dh, vmax, vrow):
     """The first pass of an output row: for every input column, the maximum over the
-    window's rows ``h0 + a * dh``, a in [a0, a1) (``vmax``) and, with ``positions``, the
-    first row holding it (``vrow``) -- a contiguous loop LLVM vectorises.  Returns
-    whether a NaN was read."""
+    window's rows ``h0 + a * dh``, a in [a0, a1), and the first row holding it -- a
+    contiguous loop LLVM vectorises.  ``vmax`` and ``vrow`` are (2, W): each row read
+    goes from one of their rows into the other (updated in place, LLVM stored through
+    masks, which AMD CPUs run microcoded).  Returns (maxima, rows, whether a NaN was
+    read)."""
     bad = False
+    first = h0 + a0 * dh
     for w in range(xr.shape[1]):
-        v = xr[h0 + a0 * dh, w]
-        vmax[w] = v
-        if positions:
-            vrow[w] = h0 + a0 * dh
+        v = xr[first, w]
+        vmax[0, w] = v
+        vrow[0, w] = first
         bad |= v != v
+    k = 0
     for a in range(a0 + 1, a1):
         h = h0 + a * dh
-        for w in range(xr.shape[1]):
-            v = xr[h, w]
-            win = v > vmax[w]
-            vmax[w] = v if win else vmax[w]
-            if positions:
-                vrow[w] = h if win else vrow[w]
+        row, sm, sr, dm, dr = xr[h], vmax[k], vrow[k], vmax[1 - k], vrow[1 - k]
+        for w in range(row.shape[0]):
+            v, m, hm = row[w], sm[w], sr[w]
+            # one select and integer arithmetic: two selects on one condition became
+            # a branch that LLVM turned into masked stores again
+            dm[w] = v if v > m else m
+            dr[w] = hm + (np.int32(h) - hm) * np.int32(v > m)
             bad |= v != v
-    return bad
+        k = 1 - k
+    return vmax[k], vrow[k], bad
+
+
+@jit(cache=True, nogil=True, inline="always")
+def _later_tap(best, bh, bc, v, hv, c):
+    """One more column of a window in the second pass: it wins if larger, or equal and
+    from an earlier row (which keeps the first maximum in window order)."""
+    win = (v > best) | ((v == best) & (hv < bh))
+    w32 = np.int32(win)
+    return (v if win else best), bh + (hv - bh) * w32, bc + (c - bc) * w32
+
+
+@jit(cache=True, nogil=True, inline="always")
+def _window_at(vmax, vrow, start, lo, hi, dw, W):
+    """One window's maximum over its columns ``start + b * dw``, lo <= b < hi, of the
+    first pass, and its flat position."""
+    c = start + lo * dw
+    best, bh, bc = vmax[c], vrow[c], np.int32(c)
+    for b in range(lo + 1, hi):
+        c = start + b * dw
+        best, bh, bc = _later_tap(best, bh, bc, vmax[c], vrow[c], np.int32(c))
+    return best, np.int64(bh) * W + bc
 
 
 @jit(cache=True, nogil=True)
-def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg):
+def _max_pool2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, arg, j0, j1):
     """The fast general kernel, in two passes per output row (``_down_rows``), then
-    along each window's columns of that, a later column winning if larger, or equal from
-    an earlier row -- which keeps the first maximum in window order.  Returns whether a
-    NaN was read (then the exact kernel reruns the part)."""
+    along each window's columns of that (``_later_tap``).  The windows ``j0 <= j < j1``
+    lie inside the input: 3 wide at stride 2 (ResNet's pooling) their three columns are
+    spelled out, which LLVM vectorises.  Returns whether a NaN was read (then the exact
+    kernel reruns the part)."""
     W = x.shape[2]
-    vmax = np.empty(W, x.dtype)
-    vrow = np.empty(W, np.int64)
+    three = j1 > j0 + 1 and b_hi[j0] - b_lo[j0] == 3 and w_start[j0 + 1] - w_start[j0] == 2 \
+        and dw == 1
+    skip0, skip1 = (j0, j1) if three else (0, 0)
+    vmaxes = np.empty((2, W), x.dtype)
+    vrows = np.empty((2, W), np.int32)      # rows: 32-bit lanes, as the values'
     bad = False
     for r in range(x.shape[0]):
         for i in range(out.shape[1]):
-            bad |= _down_rows(x[r], h_start[i], a_lo[i], a_hi[i], dh, vmax, vrow, True)
-            for j in range(out.shape[2]):
-                c = w_start[j] + b_lo[j] * dw
-                best, bh, bc = vmax[c], vrow[c], c
-                for b in range(b_lo[j] + 1, b_hi[j]):
-                    c = w_start[j] + b * dw
-                    v, hv = vmax[c], vrow[c]
-                    win = (v > best) | ((v == best) & (hv < bh))
-                    best = v if win else best
-                    bh = hv if win else bh
-                    bc = c if win else bc
-                out[r, i, j] = best
-                arg[r, i, j] = bh * W + bc
+            vmax, vrow, nan = _down_rows(x[r], h_start[i], a_lo[i], a_hi[i], dh, vmaxes,
+                                         vrows)
+            bad |= nan
+            if three:       # views from the first full window: indices known >= 0
+                cs = max(w_start[j0], 0)
+                pm, pr, po, pa = vmax[cs:], vrow[cs:], out[r, i, j0:j1], arg[r, i, j0:j1]
+                for j in range(j1 - j0):
+                    c = 2 * j
+                    best, bh, bc = _later_tap(pm[c], pr[c], np.int32(0), pm[c + 1],
+                                              pr[c + 1], np.int32(1))
+                    best, bh, bc = _later_tap(best, bh, bc, pm[c + 2], pr[c + 2], np.int32(2))
+                    po[j] = best
+                    pa[j] = np.int64(bh) * W + (bc + c + cs)
+            for j in range(skip0):                      # the other windows
+                out[r, i, j], arg[r, i, j] = _window_at(vmax, vrow, w_start[j], b_lo[j],
+                                                        b_hi[j], dw, W)
+            for j in range(skip1, out.shape[2]):
+                out[r, i, j], arg[r, i, j] = _window_at(vmax, vrow, w_start[j], b_lo[j],
+                                                        b_hi[j], dw, W)
     return bad
+
+
+@jit(cache=True, nogil=True, inline="always")
+def _max2(a, b):
+    """The larger of two numbers, NaN if either is: ``b`` wins if larger or NaN, and a NaN
+    ``a`` is larger than nothing.  Written as a select, not ``max``: LLVM vectorises it."""
+    return b if (b > a) | (b != b) else a
+
+
+@jit(cache=True, nogil=True, inline="always")
+def _rows_max(xr, h, a0, a1, dh, v, spare):
+    """``v[w]`` = the maximum over the rows ``h + a * dh``, a in [a0, a1), of ``xr``
+    (NaN if any is); returns the buffer holding it (``v`` or ``spare``).  Each loop reads
+    rows and writes another buffer: updating ``v`` in place made LLVM store through masks
+    (``vmaskmovps``), which AMD CPUs run microcoded, several times slower."""
+    r0 = xr[h + a0 * dh]
+    r2 = xr[h + (min(a1, a0 + 3) - 1) * dh]
+    r1 = xr[h + min(a0 + 1, a1 - 1) * dh]       # a window of one or two rows repeats one
+    for w in range(v.shape[0]):
+        v[w] = _max2(_max2(r0[w], r1[w]), r2[w])
+    for a in range(a0 + 3, a1):                 # taller windows: one row more per pass
+        row = xr[h + a * dh]
+        for w in range(v.shape[0]):
+            spare[w] = _max2(v[w], row[w])
+        v, spare = spare, v
+    return v
+
+
+@jit(cache=True, nogil=True, inline="always")
+def _columns_max(vmax, start, lo, hi, dw):
+    """The maximum of ``vmax`` over one window's columns ``start + b * dw``, lo <= b < hi."""
+    best = vmax[start + lo * dw]
+    for b in range(lo + 1, hi):
+        best = _max2(best, vmax[start + b * dw])
+    return best
 
 
 @jit(cache=True, nogil=True)
-def _max_values2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out):
-    """``_max_pool2d`` without the positions (inference: nothing will scatter a gradient
-    back), half its time; returns whether a NaN was read."""
-    vmax = np.empty(x.shape[2], x.dtype)
-    bad = False
+def _max_values2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, j0, j1):
+    """The maxima alone (inference: nothing will scatter a gradient back), NaN if a
+    window holds one, in two passes per output row: over the window's rows
+    (``_rows_max``), then along its columns.  The windows ``j0 <= j < j1`` lie inside
+    the input; for 3 wide at stride 2 (ResNet's pooling) or 2 wide at stride 2 their
+    columns are spelled out, which LLVM vectorises (several times faster than a loop
+    over the taps)."""
+    W = x.shape[2]
+    kw = b_hi[j0] - b_lo[j0] if j1 > j0 else 0
+    sw = w_start[j0 + 1] - w_start[j0] if j1 > j0 + 1 else 0
+    three, two = kw == 3 and sw == 2 and dw == 1, kw == 2 and sw == 2 and dw == 1
+    skip0, skip1 = (j0, j1) if three or two else (0, 0)
+    v0, v1 = np.empty(W, x.dtype), np.empty(W, x.dtype)
     for r in range(x.shape[0]):
         for i in range(out.shape[1]):
-            bad |= _down_rows(x[r], h_start[i], a_lo[i], a_hi[i], dh, vmax, vmax, False)
-            for j in range(out.shape[2]):
-                best = vmax[w_start[j] + b_lo[j] * dw]
-                for b in range(b_lo[j] + 1, b_hi[j]):
-                    v = vmax[w_start[j] + b * dw]
-                    best = v if v > best else best
-                out[r, i, j] = best
-    return bad
+            vmax = _rows_max(x[r], h_start[i], a_lo[i], a_hi[i], dh, v0, v1)
+            o = out[r, i]
+            # views from the first full window: indices known >= 0 (no wraparound test)
+            pv, po = vmax[max(w_start[j0], 0):], o[j0:j1]
+            if three:
+                for j in range(j1 - j0):
+                    po[j] = _max2(_max2(pv[2 * j], pv[2 * j + 1]), pv[2 * j + 2])
+            elif two:
+                for j in range(j1 - j0):
+                    po[j] = _max2(pv[2 * j], pv[2 * j + 1])
+            # the other windows tap by tap (a loop over all j skipping the run above
+            # cost as much as the run itself)
+            for j in range(skip0):
+                o[j] = _columns_max(vmax, w_start[j], b_lo[j], b_hi[j], dw)
+            for j in range(skip1, out.shape[2]):
+                o[j] = _columns_max(vmax, w_start[j], b_lo[j], b_hi[j], dw)
 
 
 @jit(cache=True, nogil=True)
@@ -219,11 +307,24 @@ def _window_taps(op, x, kernel, stride, padding, dilation, out_size):
     return geom, taps
 
 
+def _inside(taps, width):
+    """``(j0, j1)``: the output columns whose windows lie wholly inside the input (one run;
+    (0, 0) if none), from the column taps of ``_window_taps``."""
+    _, lo, hi = taps[3:]
+    full = np.flatnonzero((lo == 0) & (hi == width))
+    if not full.size or full.size != full[-1] + 1 - full[0]:
+        return 0, 0
+    return int(full[0]), int(full[-1]) + 1
+
+
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
     Large inputs run as one range of rows per thread (``lezero.runtime.run_ranges``)."""
     (kernel, stride, padding, dilation, out_size), taps = _window_taps(
         "max_pool2d_numba", x, kernel, stride, padding, dilation, out_size)
+    if x.shape[1] >= 2 ** 31:           # the kernel keeps row numbers in 32 bits
+        raise ValueError(f"max_pool2d_numba: planes of {x.shape[1]} rows; the kernel "
+                         "takes fewer than 2^31 (max_pool_ref takes any)")
     x = np.ascontiguousarray(x)
     R, H, W = x.shape
     out = np.empty((R,) + out_size, dtype=x.dtype)
@@ -232,9 +333,12 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     unrolled = (kernel == (2, 2) and stride == (2, 2) and not any(padding)
                 and dilation == (1, 1) and 2 * oh <= H and 2 * ow <= W)
 
+    j0, j1 = _inside(taps, kernel[1])
+
     def rows_(lo, hi):
         args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
-        nans = _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]) if unrolled else _max_pool2d(*args)
+        nans = _max_pool2x2(x[lo:hi], out[lo:hi], arg[lo:hi]) if unrolled else \
+            _max_pool2d(*args, j0, j1)
         if nans:
             _max_pool2d_exact(*args)
     run_ranges(rows_, R, x.size, policy.pool_min_part_items)
@@ -243,17 +347,16 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
 
 def max_values2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The values of ``max_pool2d_numba`` alone (no positions), split over threads the
-    same way; a part that reads a NaN takes its values from ``max_pool2d_numba``."""
+    same way; a window holding a NaN gives NaN, as in PyTorch."""
     (kernel, stride, padding, dilation, out_size), taps = _window_taps(
         "max_values2d_numba", x, kernel, stride, padding, dilation, out_size)
     x = np.ascontiguousarray(x)
     out = np.empty((x.shape[0],) + out_size, dtype=x.dtype)
-
-    def rows_(lo, hi):
-        if _max_values2d(x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi]):
-            out[lo:hi] = max_pool2d_numba(x[lo:hi], kernel, stride, padding, dilation,
-                                          out_size)[0]
-    run_ranges(rows_, x.shape[0], x.size, policy.pool_min_part_items)
+    j0, j1 = _inside(taps, kernel[1])
+    # a part needs 4x the input of the positions kernel's: it runs ~4x faster per element
+    run_ranges(lambda lo, hi: _max_values2d(x[lo:hi], dilation[0], dilation[1], *taps,
+                                            out[lo:hi], j0, j1),
+               x.shape[0], x.size, 4 * policy.pool_min_part_items)
     return out
 
 
@@ -262,7 +365,7 @@ def max_values2d_numba(x, kernel, stride, padding, dilation, out_size):
 def max_pool(x, kernel, stride, padding, dilation, out_size):
     """The 2-D kernel for ``x`` (R, H, W) where ``enabled``, else the reference (also for
     3-D pooling of (R, D, H, W))."""
-    if x.ndim == 3 and enabled(x):
+    if x.ndim == 3 and enabled(x) and x.shape[1] < 2 ** 31:
         return max_pool2d_numba(x, kernel, stride, padding, dilation, out_size)
     return max_pool_ref(x, kernel, stride, padding, dilation, out_size)
 

@@ -71,6 +71,57 @@ def test_max_values_kernel_equals_reference(geom, nan):
     np.testing.assert_array_equal(K.max_values2d_numba(x, *args), K.max_pool_ref(x, *args)[0])
 
 
+@pytest.mark.parametrize("geom", [
+    ((3, 3), (2, 2), (1, 1), (1, 1), False),      # ResNet's pooling: columns spelled out
+    ((3, 3), (2, 2), (0, 0), (1, 1), True),
+    ((2, 2), (2, 2), (0, 0), (1, 1), True),       # 2 wide at stride 2: spelled out too
+    ((5, 3), (1, 2), (2, 1), (1, 1), False),      # five rows: the passes past three
+    ((3, 3), (2, 3), (1, 1), (2, 1), False),      # the general column loop
+], ids=str)
+def test_max_values_kernel_on_wide_planes(geom):
+    """Planes wide enough for the vectorised column loops (their bodies, not only the
+    remainders), with NaNs inside them: the values equal the reference's."""
+    kernel, stride, padding, dilation, ceil = geom
+    rng = np.random.default_rng(7)
+    x = np.round(rng.standard_normal((3, 23, 101)) * 3).astype(np.float32)
+    x[0, 5, 40] = x[1, 0, 0] = x[2, 22, 100] = x[2, 9, 63] = np.nan
+    x[1, 7, 50:53] = -np.inf
+    out = tuple(pooled_size(n, k, s, p, d, ceil) for n, k, s, p, d in
+                zip(x.shape[1:], kernel, stride, padding, dilation))
+    args = (kernel, stride, padding, dilation, out)
+    np.testing.assert_array_equal(K.max_values2d_numba(x, *args), K.max_pool_ref(x, *args)[0])
+
+
+@pytest.mark.parametrize("geom", [
+    ((3, 3), (2, 2), (1, 1), (1, 1), False),      # the columns spelled out
+    ((3, 3), (2, 2), (0, 0), (1, 1), True),
+    ((5, 3), (1, 2), (2, 1), (1, 1), False),
+    ((3, 3), (2, 3), (1, 1), (2, 1), False),      # the general column loop
+], ids=str)
+@pytest.mark.parametrize("nan", [True, False])
+def test_max_pool2d_kernel_on_wide_planes(geom, nan):
+    """The positions too, on planes wide enough for the vectorised loops' bodies, with
+    many ties (small integers) and, in one case, NaNs (the exact kernel reruns)."""
+    kernel, stride, padding, dilation, ceil = geom
+    rng = np.random.default_rng(8)
+    x = rng.integers(-2, 3, (3, 23, 101)).astype(np.float32)
+    if nan:
+        x[0, 5, 40] = x[2, 9, 63] = np.nan
+    out = tuple(pooled_size(n, k, s, p, d, ceil) for n, k, s, p, d in
+                zip(x.shape[1:], kernel, stride, padding, dilation))
+    args = (kernel, stride, padding, dilation, out)
+    for got, want in zip(K.max_pool2d_numba(x, *args), K.max_pool_ref(x, *args)):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_max_pool2d_kernel_refuses_planes_of_2_31_rows():
+    """The kernel holds row numbers in 32 bits: its wrapper refuses taller planes (a
+    broadcast view, no memory) and the dispatcher sends them to the reference."""
+    x = np.broadcast_to(np.float32(1), (1, 2 ** 31, 1))
+    with pytest.raises(ValueError, match=r"max_pool2d_numba: planes of 2147483648 rows"):
+        K.max_pool2d_numba(x, (1, 1), (2 ** 30, 1), (0, 0), (1, 1), (2, 1))
+
+
 def test_operator_without_gradient_skips_the_positions():
     x = np.random.default_rng(5).standard_normal((2, 3, 9, 9)).astype(np.float32)
     x[0, 1, 4, 4] = np.nan
