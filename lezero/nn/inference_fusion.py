@@ -30,6 +30,7 @@ import numpy as np
 import lezero.functions as F
 from lezero import cuda
 from lezero.core.config import get_config
+from lezero.functions.conv.algorithm import declare_fixed
 from lezero.kernels.bias_act import bias_act_
 from lezero.nn import module_manners
 from lezero.nn.layers.activation import ReLU, ReLU6
@@ -114,7 +115,8 @@ def _folded(conv, bn):
         return hit[2], hit[3]
     w, b = fold_batch_norm(conv.weight.data, None if conv.bias is None else conv.bias.data,
                            bn)
-    _CACHE[conv] = (bn, key, w, b)
+    declare_fixed(w)            # only this cache holds it: a convolution may keep its
+    _CACHE[conv] = (bn, key, w, b)      # transforms (Winograd's filters) between calls
     return w, b
 
 

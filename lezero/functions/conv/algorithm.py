@@ -18,6 +18,8 @@ were computed from and are used only when that very array comes back (checked wi
 (``lezero.runtime.budget``): an entry holds its ``Reservation`` and is dropped, with it,
 once backward has used it (``drop_kept``).
 """
+import weakref
+
 import numpy as np
 
 from lezero.backends import of_namespace
@@ -109,6 +111,40 @@ def drop_kept(cache):
     for key in [k for k, v in cache.items() if type(v) is tuple and len(v) == 3
                 and v[2] is not None]:
         del cache[key]
+
+
+# ----- weights that do not change -----------------------------------------------------------
+
+_FIXED = {}         # id(array) -> (weak reference to it, {name: (transform, Reservation)})
+
+
+def declare_fixed(w):
+    """Declare that the array ``w`` will not change while it lives (inference fusion's
+    folded weights: nobody else holds them): a transform of it made by
+    ``fixed_transform`` is then kept from call to call until ``w`` is freed."""
+    key = id(w)
+
+    def forget(ref):
+        if _FIXED.get(key, (None,))[0] is ref:
+            del _FIXED[key]
+    _FIXED[key] = (weakref.ref(w, forget), {})
+
+
+def fixed_transform(w, name, make):
+    """``make()``, the transform ``name`` of ``w``: made once and kept where ``w`` was
+    declared fixed (within the memory budget, ``lezero.runtime.budget``), else made
+    anew at each call."""
+    entry = _FIXED.get(id(w))
+    if entry is None or entry[0]() is not w:
+        return make()
+    kept = entry[1].get(name)
+    if kept is None:
+        value = make()
+        reservation = budget.reserve(value.nbytes)
+        if reservation is None:
+            return value
+        kept = entry[1][name] = (value, reservation)
+    return kept[0]
 
 
 # ----- scratch buffers ------------------------------------------------------------------------

@@ -17,8 +17,9 @@ import numpy as np
 
 from lezero.kernels import winograd as winograd_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (Algorithm, cached, keep_within_budget,
-                                             reserve_for_backward, scratch, store)
+from lezero.functions.conv.algorithm import (Algorithm, cached, fixed_transform,
+                                             keep_within_budget, reserve_for_backward,
+                                             scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
 
@@ -78,11 +79,12 @@ class Winograd(Algorithm):
         return math.ceil(ho / self.m), math.ceil(wo / self.m)
 
     def _filter(self, w, prob, cache):
-        """U = G w G^T as (alpha^2, Cout, Cin), cached per weight array."""
+        """U = G w G^T as (alpha^2, Cout, Cin), cached per weight array (from call to
+        call for a weight declared fixed: ``algorithm.declare_fixed``)."""
         u = cached(cache, f"{self.name}:U", w)
         if u is None:
-            xp = xp_of(w)
-            u = filter_transform(w, matrices(self.m, w.dtype, xp)[1])
+            G = matrices(self.m, w.dtype, xp_of(w))[1]
+            u = fixed_transform(w, f"{self.name}:U", lambda: filter_transform(w, G))
             keep_within_budget(cache, f"{self.name}:U", w, u)
         return u
 

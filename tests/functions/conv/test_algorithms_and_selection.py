@@ -380,3 +380,51 @@ def test_product_algorithms_split_the_batch_later(threaded, monkeypatch):  # noq
         assert asked == [2.0 * 32 * 288 * 196, 2.0 * 32 * 32 * 8 * 49, 2.0 * 32 * 32 * 196]
         monkeypatch.setattr(parallel, "native_products", lambda flops: False)
         assert parallel.parts_for(conv, ALGORITHMS["im2col"]) == 2
+
+
+def test_a_fixed_weight_keeps_its_winograd_filter_between_calls(monkeypatch):
+    """A weight declared fixed (inference fusion's folded weights) has U = G w G^T made
+    once and kept while it lives; any other weight has it made at every call; outside
+    the memory budget nothing is kept; a freed weight's entry goes with it."""
+    import gc
+
+    from lezero.functions.conv import algorithm, winograd
+    from lezero.runtime import policy
+    calls = []
+    real = winograd.filter_transform
+    monkeypatch.setattr(winograd, "filter_transform",
+                        lambda w, G: calls.append(w.shape) or real(w, G))
+    x = lz.Variable(rand(2, 8, 9, 9, dtype=np.float32))
+    fixed, plain = rand(8, 8, 3, 3, dtype=np.float32, seed=3), rand(8, 8, 3, 3, seed=3)
+    plain = plain.astype(np.float32)
+    algorithm.declare_fixed(fixed)
+    with lz.no_grad():
+        want = F.conv2d(x, plain, padding=1, algo="winograd_4x4").data
+        for _ in range(3):
+            got = F.conv2d(x, fixed, padding=1, algo="winograd_4x4").data
+        assert len(calls) == 2          # plain's once, fixed's once for three calls
+        F.conv2d(x, plain, padding=1, algo="winograd_4x4")
+        assert len(calls) == 3
+        np.testing.assert_array_equal(got, want)
+        other = fixed.copy()
+        algorithm.declare_fixed(other)
+        with policy.using(transform_cache_bytes=0):
+            for _ in range(2):
+                F.conv2d(x, other, padding=1, algo="winograd_4x4")
+        assert len(calls) == 5          # no room in the budget: made at each call
+    key = id(fixed)
+    del fixed
+    gc.collect()
+    assert key not in algorithm._FIXED
+
+
+def test_fusion_declares_its_folded_weights_fixed():
+    """ResNet-18's fused inference transforms each Winograd filter once over calls."""
+    from lezero.functions.conv import algorithm
+    from lezero.nn import inference_fusion as fusion
+    from lezero.nn.models import resnet18
+    model = resnet18(num_classes=10).eval()
+    with lz.no_grad():
+        model(rand(1, 3, 32, 32, dtype=np.float32))
+    folded = [hit[2] for hit in fusion._CACHE.values()]
+    assert folded and all(algorithm._FIXED[id(w)][0]() is w for w in folded)
