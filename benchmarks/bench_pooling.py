@@ -3,7 +3,7 @@
     python benchmarks/bench_pooling.py
 
 Rows: LeNet's two poolings (2x2, stride 2) and a ResNet stem pooling (3x3, stride 2,
-padding 1), on ReLU outputs (half zeros, the rest random: the winning tap of a window is
+padding 1) at two sizes, on ReLU outputs (half zeros, the rest random: the winning tap of a window is
 unpredictable, as in training).  Printed per shape: nanoseconds per output of the fast
 kernel (branch-free running maximum), of the exact kernel (PyTorch's tie and NaN rules
 with branches; it reruns a part only when the fast one finds a NaN), of the whole
@@ -25,6 +25,7 @@ CASES = [  # (N, C, H, W), kernel, stride, padding
     ((64, 6, 28, 28), 2, 2, 0),
     ((64, 16, 10, 10), 2, 2, 0),
     ((8, 64, 112, 112), 3, 2, 1),
+    ((2, 64, 80, 80), 3, 2, 1),         # ResNet-18's stem pooling at b2 160x160
 ]
 
 
@@ -38,8 +39,9 @@ def _kernel_fns(x, k, s, p):
     arg = np.empty(out.shape, np.int64)
     K.max_pool(rows[:1], (k, k), (s, s), (p, p), (1, 1), out_size)     # compile
     _, taps = K._window_taps("bench_pooling", rows, (k, k), (s, s), (p, p), (1, 1), out_size)
+    inside = K._inside(taps, k)             # the windows wholly inside the input
     fast = (lambda: K._max_pool2x2(rows, out, arg)) if (k, s, p) == (2, 2, 0) else \
-        (lambda: K._max_pool2d(rows, 1, 1, *taps, out, arg))
+        (lambda: K._max_pool2d(rows, 1, 1, *taps, out, arg, *inside))
     return fast, lambda: K._max_pool2d_exact(rows, 1, 1, *taps, out, arg), out.size
 
 
