@@ -1,6 +1,7 @@
 """Max pooling with indices, forward: LeZero's kernels against PyTorch CPU, one thread.
 
     python benchmarks/bench_pooling.py
+    python benchmarks/bench_pooling.py --record pooling      # docs/performance.md's block
 
 Rows: LeNet's two poolings (2x2, stride 2) and a ResNet stem pooling (3x3, stride 2,
 padding 1) at two sizes, on ReLU outputs (half zeros, the rest random: the winning tap of a window is
@@ -20,6 +21,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import interleaved_times, set_threads  # noqa: E402
+from _record import run_main  # noqa: E402
 
 CASES = [  # (N, C, H, W), kernel, stride, padding
     ((64, 6, 28, 28), 2, 2, 0),
@@ -78,4 +80,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

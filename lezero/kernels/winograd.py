@@ -191,16 +191,16 @@ def _lincomb(dst, e0, e1, e2, T, r, n, src, o0, s0, o1, s1, o2, nt):
 BLOCK_FLOATS = 1 << 16
 
 
-@jit(cache=True, inline="always")
-def _plane_block(nt, rows):
-    """How many planes of ``nt`` tiles a block holds, each plane needing ``rows`` rows."""
-    return max(1, BLOCK_FLOATS // (rows * nt))
+def plane_block(nt, rows, block_floats=BLOCK_FLOATS):
+    """How many planes of ``nt`` tiles a block holds, each plane needing ``rows`` rows of
+    buffers (``block_floats`` 0: one plane, the kernels' layout before blocks)."""
+    return max(1, block_floats // (rows * nt))
 
 
 @jit(cache=True, nogil=True)
-def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
-    """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``, a block
-    of planes at a time: copy each plane into a zero-bordered buffer and gather its
+def tiles_in_planes(x, T, out, step, py, px, th, tw, per, first, stop):
+    """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``, ``per``
+    planes at a time (``plane_block``): copy each plane into a zero-bordered buffer and gather its
     tiles as ``d[k, l, tile]``, then run both passes of the separable transform over the
     block's tiles (long contiguous loops).  ``out`` must be C-contiguous: the planes
     ``c * N + n`` follow each other in each of its rows."""
@@ -211,7 +211,6 @@ def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
     y0, y1 = max(0, py), min(hb, H + py)      # buffer rows/cols that hold x
     x0, x1 = max(0, px), min(wb, W + px)
     ustep = uint64(step)
-    per = _plane_block(nt, alpha * a + a * a)
     buf = np.zeros((hb, wb), dtype=x.dtype)   # its border stays zero: padding
     d = np.empty((a, a, per * nt), dtype=x.dtype)
     tmp = np.empty((alpha, a, per * nt), dtype=x.dtype)
@@ -245,18 +244,17 @@ def tiles_in_planes(x, T, out, step, py, px, th, tw, first, stop):
 
 
 @jit(cache=True, parallel=True)
-def tiles_in_nb(x, T, out, step, py, px, th, tw):
+def tiles_in_nb(x, T, out, step, py, px, th, tw, per):
     """``tiles_in`` over blocks of planes in parallel (blocks write disjoint columns)."""
     planes = x.shape[0] * x.shape[1]
-    per = _plane_block(th * tw, T.shape[0] * T.shape[1] + T.shape[1] * T.shape[1])
     for blk in prange((planes + per - 1) // per):
-        tiles_in_planes(x, T, out, step, py, px, th, tw, blk * per,
+        tiles_in_planes(x, T, out, step, py, px, th, tw, per, blk * per,
                         min(blk * per + per, planes))
 
 
 @jit(cache=True, nogil=True)
-def tiles_out_planes(V, T, y, step, oy, ox, th, tw, first, stop):
-    """Numba ``tiles_out`` for planes ``first..stop``, a block of planes at a time (as
+def tiles_out_planes(V, T, y, step, oy, ox, th, tw, per, first, stop):
+    """Numba ``tiles_out`` for planes ``first..stop``, ``per`` planes at a time (as
     ``tiles_in_planes``; ``V`` C-contiguous): both passes over the block's tiles, then
     each plane's tiles are added into a plane buffer (overlaps sum) whose visible part
     is added into ``y``."""
@@ -267,7 +265,6 @@ def tiles_out_planes(V, T, y, step, oy, ox, th, tw, first, stop):
     y0, y1 = max(0, oy), min(hb, H + oy)      # buffer rows/cols that land in y
     x0, x1 = max(0, ox), min(wb, W + ox)
     ustep = uint64(step)
-    per = _plane_block(nt, alpha * a + a * a)
     r1 = np.empty((alpha, a, per * nt), dtype=y.dtype)
     z = np.empty((a, a, per * nt), dtype=y.dtype)
     buf = np.empty((hb, wb), dtype=y.dtype)
@@ -301,13 +298,12 @@ def tiles_out_planes(V, T, y, step, oy, ox, th, tw, first, stop):
 
 
 @jit(cache=True, parallel=True)
-def tiles_out_nb(V, T, y, step, oy, ox, th, tw):
+def tiles_out_nb(V, T, y, step, oy, ox, th, tw, per):
     """``tiles_out`` over blocks of planes in parallel: each plane of ``y`` has one
     writer."""
     planes = y.shape[0] * y.shape[1]
-    per = _plane_block(th * tw, T.shape[0] * T.shape[1] + T.shape[0] * T.shape[0])
     for blk in prange((planes + per - 1) // per):
-        tiles_out_planes(V, T, y, step, oy, ox, th, tw, blk * per,
+        tiles_out_planes(V, T, y, step, oy, ox, th, tw, per, blk * per,
                          min(blk * per + per, planes))
 
 
@@ -333,22 +329,28 @@ def check_tiles(op, image, T, tiles, step, offsets, th, tw, transposed):
     return step, oy, ox, th, tw
 
 
-def tiles_in_numba(x, T, out, step, py, px, th, tw):
+def tiles_in_numba(x, T, out, step, py, px, th, tw, block_floats=BLOCK_FLOATS):
+    """``tiles_in`` on the kernels, ``plane_block(..., block_floats)`` planes at a time."""
     step, py, px, th, tw = check_tiles("tiles_in_numba", x, T, out, step, (py, px), th, tw,
                                        False)
     argcheck.c_contiguous("tiles_in_numba", "out", out)   # the kernel writes rows of it
+    alpha, a = T.shape
+    per = plane_block(th * tw, alpha * a + a * a, block_floats)
     launch(tiles_in_nb, tiles_in_planes, out.size, x.shape[0] * x.shape[1],
-           x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw,
+           x, np.ascontiguousarray(T, dtype=x.dtype), out, step, py, px, th, tw, per,
            min_part=policy.gather_min_part_items)
     return out
 
 
-def tiles_out_numba(V, T, y, step, oy, ox, th, tw):
+def tiles_out_numba(V, T, y, step, oy, ox, th, tw, block_floats=BLOCK_FLOATS):
+    """``tiles_out`` on the kernels, ``plane_block(..., block_floats)`` planes at a time."""
     step, oy, ox, th, tw = check_tiles("tiles_out_numba", y, T, V, step, (oy, ox), th, tw,
                                        True)
     argcheck.c_contiguous("tiles_out_numba", "V", V)      # the kernel reads rows of it
+    a, alpha = T.shape
+    per = plane_block(th * tw, alpha * a + a * a, block_floats)
     launch(tiles_out_nb, tiles_out_planes, V.size, y.shape[0] * y.shape[1],
-           V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw,
+           V, np.ascontiguousarray(T, dtype=y.dtype), y, step, oy, ox, th, tw, per,
            min_part=policy.gather_min_part_items)
     return y
 

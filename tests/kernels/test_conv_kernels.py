@@ -150,28 +150,30 @@ def test_tile_transforms_match_reference_and_definition(shape, m, py, px, th, tw
     np.testing.assert_allclose(fast, brute, rtol=1e-11, atol=1e-11)
 
 
-def test_tile_kernels_in_blocks_of_planes():
-    """The kernels transform a block of planes at a time (``BLOCK_FLOATS``): several
-    blocks, a short last one, and parts that start inside a block (the worker threads'
-    ranges) give the reference's tiles, both ways."""
+@pytest.mark.parametrize("block_floats", [wk.BLOCK_FLOATS, 6 * 40 * 100, 0])
+def test_tile_kernels_in_blocks_of_planes(block_floats):
+    """The kernels transform a block of planes at a time (``plane_block``): the default
+    block, one of six planes, one plane; several blocks, a short last one, and parts that
+    start inside a block (the worker threads' ranges) give the reference's tiles, both
+    ways."""
     at, _, bt = wk.winograd_matrices(4)
     rng = np.random.default_rng(6)
     x = rng.standard_normal((2, 13, 40, 40))
     th = tw = 10
-
-    def ranges(rows):               # 26 planes; the second range holds two blocks
-        per = wk.BLOCK_FLOATS // (rows * th * tw)
-        assert 1 < per < 26 - 8
-        return (0, 5), (5, 5 + per + 3), (5 + per + 3, 26)
+    ranges = ((0, 5), (5, 17), (17, 26))
     want = wk.tiles_in_ref(x, bt, np.empty((36, 13, 2 * th * tw)), 4, 1, 1, th, tw)
     got = np.full_like(want, np.nan)
-    for lo, hi in ranges(6 * 6 + 6 * 6):
-        wk.tiles_in_planes(x, bt, got, 4, 1, 1, th, tw, lo, hi)
+    per = wk.plane_block(th * tw, 6 * 6 + 6 * 6, block_floats)
+    for lo, hi in ranges:
+        wk.tiles_in_planes(x, bt, got, 4, 1, 1, th, tw, per, lo, hi)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(wk.tiles_in_numba(x, bt, np.empty_like(want), 4, 1, 1, th, tw,
+                                                 block_floats), want, rtol=1e-12, atol=1e-12)
     y_want = wk.tiles_out_ref(want, at, np.zeros(x.shape), 4, 0, 0, th, tw)
     y_got = np.zeros(x.shape)
-    for lo, hi in ranges(6 * 4 + 4 * 4):
-        wk.tiles_out_planes(want, at, y_got, 4, 0, 0, th, tw, lo, hi)
+    per = wk.plane_block(th * tw, 6 * 4 + 4 * 4, block_floats)
+    for lo, hi in ranges:
+        wk.tiles_out_planes(want, at, y_got, 4, 0, 0, th, tw, per, lo, hi)
     np.testing.assert_allclose(y_got, y_want, rtol=1e-12, atol=1e-12)
 
 
