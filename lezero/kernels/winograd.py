@@ -197,6 +197,24 @@ def plane_block(nt, rows, block_floats=BLOCK_FLOATS):
     return max(1, block_floats // (rows * nt))
 
 
+@jit(cache=True, inline="always")
+def _tile_grid(buf, tiles, at, step, th, tw, gather):
+    """Between a plane buffer and its tiles, ``tiles[k, l, at + ty * tw + tx]`` being the
+    buffer's ``(ty * step + k, tx * step + l)``: gather them (``gather``), or add them
+    back into the buffer (where tiles overlap, they sum)."""
+    ustep = uint64(step)
+    for k in range(tiles.shape[0]):
+        for l in range(tiles.shape[1]):
+            for ty in range(th):
+                brow, trow = uint64(ty * step + k), at + uint64(ty * tw)
+                for tx in range(tw):
+                    ux = uint64(tx)
+                    if gather:
+                        tiles[k, l, trow + ux] = buf[brow, ux * ustep + uint64(l)]
+                    else:
+                        buf[brow, ux * ustep + uint64(l)] += tiles[k, l, trow + ux]
+
+
 @jit(cache=True, nogil=True)
 def tiles_in_planes(x, T, out, step, py, px, th, tw, per, first, stop):
     """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``, ``per``
@@ -210,7 +228,6 @@ def tiles_in_planes(x, T, out, step, py, px, th, tw, per, first, stop):
     hb, wb = (th - 1) * step + a, (tw - 1) * step + a
     y0, y1 = max(0, py), min(hb, H + py)      # buffer rows/cols that hold x
     x0, x1 = max(0, px), min(wb, W + px)
-    ustep = uint64(step)
     buf = np.zeros((hb, wb), dtype=x.dtype)   # its border stays zero: padding
     d = np.empty((a, a, per * nt), dtype=x.dtype)
     tmp = np.empty((alpha, a, per * nt), dtype=x.dtype)
@@ -226,14 +243,7 @@ def tiles_in_planes(x, T, out, step, py, px, th, tw, per, first, stop):
                 for q in range(x1 - x0):
                     uq = uint64(q)
                     buf[r, uint64(x0) + uq] = x[n, c, row, uint64(x0 - px) + uq]
-            at = uint64((nc - b0) * nt)
-            for k in range(a):
-                for l in range(a):
-                    for ty in range(th):
-                        brow, drow = uint64(ty * step + k), at + uint64(ty * tw)
-                        for tx in range(tw):
-                            ux = uint64(tx)
-                            d[k, l, drow + ux] = buf[brow, ux * ustep + uint64(l)]
+            _tile_grid(buf, d, uint64((nc - b0) * nt), step, th, tw, True)
         count = (b1 - b0) * nt
         for i in range(alpha):                  # vertical: tmp[i, l] = sum_k T[i, k] d[k, l]
             for l in range(a):
@@ -264,7 +274,6 @@ def tiles_out_planes(V, T, y, step, oy, ox, th, tw, per, first, stop):
     hb, wb = (th - 1) * step + a, (tw - 1) * step + a
     y0, y1 = max(0, oy), min(hb, H + oy)      # buffer rows/cols that land in y
     x0, x1 = max(0, ox), min(wb, W + ox)
-    ustep = uint64(step)
     r1 = np.empty((alpha, a, per * nt), dtype=y.dtype)
     z = np.empty((a, a, per * nt), dtype=y.dtype)
     buf = np.empty((hb, wb), dtype=y.dtype)
@@ -281,15 +290,8 @@ def tiles_out_planes(V, T, y, step, oy, ox, th, tw, per, first, stop):
         for nc in range(b0, b1):
             c = nc // N          # channel-major: consecutive planes read adjacent columns
             n = nc - c * N
-            at = uint64((nc - b0) * nt)
             buf[:, :] = 0
-            for r in range(a):
-                for cc in range(a):
-                    for ty in range(th):
-                        brow, zrow = uint64(ty * step + r), at + uint64(ty * tw)
-                        for tx in range(tw):
-                            ux = uint64(tx)
-                            buf[brow, ux * ustep + uint64(cc)] += z[r, cc, zrow + ux]
+            _tile_grid(buf, z, uint64((nc - b0) * nt), step, th, tw, False)
             for r in range(y0, y1):
                 row = uint64(r - oy)
                 for q in range(x1 - x0):
