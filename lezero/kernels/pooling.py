@@ -10,6 +10,7 @@ Layout: ``x`` is ``(R, H, W)`` with ``R = N * C`` rows; indices are flat positio
 Ties go to the first maximum in window order (row-major over the kernel), and a NaN
 wins over numbers (the last NaN in window order), which is what PyTorch's CPU kernel does.
 """
+import functools
 import itertools
 
 import numpy as np
@@ -287,24 +288,32 @@ def _max_pool2x2(x, out, arg):
 
 def _window_taps(op, x, kernel, stride, padding, dilation, out_size):
     """The checked 2-D geometry as int tuples, and per axis (start, lo, hi) of its windows
-    (``argcheck.tap_ranges``, computed once per call: integer division inside the kernels'
-    loops costs more than the max).  The kernels start each window at its first tap
+    (``argcheck.tap_ranges``, computed once per geometry: integer division inside the
+    kernels' loops costs more than the max, and the NumPy calls making them cost more
+    than a small pooling's kernel).  The kernels start each window at its first tap
     inside the input, so every window must have one: ValueError if not."""
     argcheck.arrays(op, x=x)
     argcheck.floats(op, "x", x)
     argcheck.ndim_is(op, "x", x, 3)
     geom = argcheck.windows(op, x.shape[1:], out_size, kernel, stride, padding, dilation)
+    return geom, _taps_of(op, x.shape[1:], geom)
+
+
+@functools.lru_cache(maxsize=256)
+def _taps_of(op, size, geom):
+    """``_window_taps``' arrays for a checked geometry (shared by the calls that meet it:
+    the kernels only read them)."""
     kernel, stride, padding, dilation, out_size = geom
     taps = ()
     for axis in (0, 1):
-        start, lo, hi = argcheck.tap_ranges(x.shape[1 + axis], out_size[axis], kernel[axis],
+        start, lo, hi = argcheck.tap_ranges(size[axis], out_size[axis], kernel[axis],
                                             stride[axis], padding[axis], dilation[axis])
         if (lo >= hi).any():
             raise ValueError(f"{op}: a window of axis {axis} has no tap inside the input "
-                             f"{x.shape[1:]} (kernel {kernel}, stride {stride}, padding "
+                             f"{size} (kernel {kernel}, stride {stride}, padding "
                              f"{padding}, dilation {dilation}, output size {out_size})")
         taps += (start, lo, hi)
-    return geom, taps
+    return taps
 
 
 def _inside(taps, width):
