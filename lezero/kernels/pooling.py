@@ -238,13 +238,14 @@ def _max_values2d(x, dh, dw, h_start, a_lo, a_hi, w_start, b_lo, b_hi, out, j0, 
     sw = w_start[j0 + 1] - w_start[j0] if j1 > j0 + 1 else 0
     three, two = kw == 3 and sw == 2 and dw == 1, kw == 2 and sw == 2 and dw == 1
     skip0, skip1 = (j0, j1) if three or two else (0, 0)
+    cs = max(w_start[j0], 0) if j1 > j0 else 0      # where the first full window starts
     v0, v1 = np.empty(W, x.dtype), np.empty(W, x.dtype)
     for r in range(x.shape[0]):
         for i in range(out.shape[1]):
             vmax = _rows_max(x[r], h_start[i], a_lo[i], a_hi[i], dh, v0, v1)
             o = out[r, i]
             # views from the first full window: indices known >= 0 (no wraparound test)
-            pv, po = vmax[max(w_start[j0], 0):], o[j0:j1]
+            pv, po = vmax[cs:], o[j0:j1]
             if three:
                 for j in range(j1 - j0):
                     po[j] = _max2(_max2(pv[2 * j], pv[2 * j + 1]), pv[2 * j + 2])

@@ -218,10 +218,10 @@ def _tile_grid(buf, tiles, at, step, th, tw, gather):
 @jit(cache=True, nogil=True)
 def tiles_in_planes(x, T, out, step, py, px, th, tw, per, first, stop):
     """Numba ``tiles_in`` for the (n, c) planes ``first <= c * N + n < stop``, ``per``
-    planes at a time (``plane_block``): copy each plane into a zero-bordered buffer and gather its
-    tiles as ``d[k, l, tile]``, then run both passes of the separable transform over the
-    block's tiles (long contiguous loops).  ``out`` must be C-contiguous: the planes
-    ``c * N + n`` follow each other in each of its rows."""
+    planes at a time (``plane_block``): copy each plane into a zero-bordered buffer and
+    gather its tiles as ``d[k, l, tile]``, then run both passes of the separable
+    transform over the block's tiles (long contiguous loops).  ``out`` must be
+    C-contiguous: the planes ``c * N + n`` follow each other in each of its rows."""
     N, C, H, W = x.shape
     alpha, a = T.shape
     nt = th * tw

@@ -114,6 +114,16 @@ def test_max_pool2d_kernel_on_wide_planes(geom, nan):
         np.testing.assert_array_equal(got, want)
 
 
+def test_kernels_with_an_empty_output():
+    """No output column (or row): empty results, and no window's taps read."""
+    x = np.ones((2, 5, 4), np.float32)
+    for out in ((3, 0), (0, 2)):
+        args = ((3, 3), (1, 1), (0, 0), (1, 1), out)
+        assert K.max_values2d_numba(x, *args).shape == (2,) + out
+        y, i = K.max_pool2d_numba(x, *args)
+        assert y.shape == i.shape == (2,) + out
+
+
 def test_max_pool2d_kernel_refuses_planes_of_2_31_rows():
     """The kernel holds row numbers in 32 bits: its wrapper refuses taller planes (a
     broadcast view, no memory) and the dispatcher sends them to the reference."""
