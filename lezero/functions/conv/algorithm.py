@@ -121,7 +121,10 @@ _FIXED = {}         # id(array) -> (weak reference to it, {name: (transform, Res
 def declare_fixed(w):
     """Declare that the array ``w`` will not change while it lives (inference fusion's
     folded weights: nobody else holds them): a transform of it made by
-    ``fixed_transform`` is then kept from call to call until ``w`` is freed."""
+    ``fixed_transform`` is then kept from call to call until ``w`` is freed.  Host
+    (NumPy) arrays only: a device array's transforms are made at each call."""
+    if type(w) is not np.ndarray:
+        return
     key = id(w)
 
     def forget(ref):

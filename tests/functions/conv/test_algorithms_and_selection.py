@@ -416,6 +416,9 @@ def test_a_fixed_weight_keeps_its_winograd_filter_between_calls(monkeypatch):
     del fixed
     gc.collect()
     assert key not in algorithm._FIXED
+    other_type = np.ones(4, np.float32).view(type("Other", (np.ndarray,), {}))
+    algorithm.declare_fixed(other_type)             # NumPy's own arrays only
+    assert id(other_type) not in algorithm._FIXED
 
 
 def test_fusion_declares_its_folded_weights_fixed():
