@@ -187,7 +187,8 @@ def _lincomb(dst, e0, e1, e2, T, r, n, src, o0, s0, o1, s1, o2, nt):
 # Planes transformed together: a block's buffers hold about this many floats (~256 KB,
 # half an L2 cache), so that each tile position's row of the result is written as one
 # run over the block's planes instead of one short run per plane: 36 rows written a
-# plane at a time, far apart in a large result, ran at a third of the memory's speed.
+# plane at a time, far apart in a large result, were written several times slower than
+# the memory allows (docs/performance.md, "Winograd: tiles a block of planes").
 BLOCK_FLOATS = 1 << 16
 
 
