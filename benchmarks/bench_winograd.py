@@ -8,9 +8,9 @@ each beside what it replaced, in alternating rounds in one process:
 * the tile transforms (``tiles_in``: x -> V, ``tiles_out``: M -> y) run a block of planes
   at a time (``plane_block``: ~256 KB of buffers), so each of the alpha^2 rows of V is
   written (read) as one run, against one plane at a time (``block_floats=0``);
-* a weight declared fixed (``algorithm.declare_fixed``: inference fusion's folded
-  weights) keeps U = G w G^T between calls, against a weight whose U is made each call:
-  the whole forward convolution under ``no_grad``.
+* a weight declared fixed (``lezero.functions.conv.declare_fixed``: inference fusion's
+  folded weights) keeps U = G w G^T between calls, against a weight whose U is made each
+  call: the whole forward convolution under ``no_grad``.
 
 Printed: milliseconds (median of rounds) and the ratio new / old.
 """
@@ -58,7 +58,7 @@ def transforms():
 def fixed_weights():
     import lezero as lz
     import lezero.functions as F
-    from lezero.functions.conv.algorithm import declare_fixed
+    from lezero.functions.conv import declare_fixed
     print("\nforward convolution under no_grad, ms: U made each call -> weight declared fixed")
     print(f"{'x (N, C, H, W)':<22}{'F(m)':>6}{'each call':>11}{'fixed':>8}{'ratio':>7}")
     rng = np.random.default_rng(1)

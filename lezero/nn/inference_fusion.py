@@ -30,7 +30,7 @@ import numpy as np
 import lezero.functions as F
 from lezero import cuda
 from lezero.core.config import get_config
-from lezero.functions.conv.algorithm import declare_fixed
+from lezero.functions.conv import declare_fixed
 from lezero.kernels.bias_act import bias_act_
 from lezero.nn import module_manners
 from lezero.nn.layers.activation import ReLU, ReLU6

@@ -22,3 +22,5 @@ winner in a JSON file, ``select`` answers ``algo=`` for the Functions.
 """
 from lezero.functions.conv.operators import *   # noqa: F401,F403
 from lezero.functions.conv.operators import __all__  # noqa: F401
+# for inference fusion: its folded weights keep their transforms between calls
+from lezero.functions.conv.algorithm import declare_fixed  # noqa: F401,E402
