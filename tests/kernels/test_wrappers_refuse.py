@@ -233,6 +233,16 @@ CASES = {
                                          .astype(np.float32), zeros(2, 3, 8, 8), 2, 0, 0,
                                          4, 4),
         ValueError, r"tiles_out_numba: tiles must have shape \(16, 3, 32\)"),
+    "tiles_in_numba strided out": (          # the kernel writes whole rows of it
+        lambda: winograd.tiles_in_numba(f32(2, 3, 8, 8), winograd.winograd_matrices(2)[2]
+                                        .astype(np.float32), zeros(16, 3, 64)[:, :, ::2],
+                                        2, 1, 1, 4, 4),
+        ValueError, r"tiles_in_numba: out must be C-contiguous"),
+    "tiles_out_numba strided V": (
+        lambda: winograd.tiles_out_numba(f32(16, 3, 64)[:, :, ::2],
+                                         winograd.winograd_matrices(2)[0].astype(np.float32),
+                                         zeros(2, 3, 8, 8), 2, 0, 0, 4, 4),
+        ValueError, r"tiles_out_numba: V must be C-contiguous"),
     # attention: k's depth, v's keys, P's and dO's shapes, row layout
     "attention_forward k depth": (
         lambda: attention.attention_forward(f32(2, 8, 64), f32(2, 8, 4), f32(2, 8, 16),
