@@ -327,11 +327,18 @@ def _inside(taps, width):
     return int(full[0]), int(full[-1]) + 1
 
 
+@functools.lru_cache(maxsize=256)
+def _inside_of(op, size, geom):
+    """``_inside`` of a checked geometry, computed once per geometry."""
+    return _inside(_taps_of(op, size, geom), geom[0][1])
+
+
 def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The kernel version of ``max_pool_ref`` for 2-D windows (same arguments and results).
     Large inputs run as one range of rows per thread (``lezero.runtime.run_ranges``)."""
-    (kernel, stride, padding, dilation, out_size), taps = _window_taps(
-        "max_pool2d_numba", x, kernel, stride, padding, dilation, out_size)
+    geom, taps = _window_taps("max_pool2d_numba", x, kernel, stride, padding, dilation,
+                              out_size)
+    kernel, stride, padding, dilation, out_size = geom
     if x.shape[1] >= 2 ** 31:           # the kernel keeps row numbers in 32 bits
         raise ValueError(f"max_pool2d_numba: planes of {x.shape[1]} rows; the kernel "
                          "takes fewer than 2^31 (max_pool_ref takes any)")
@@ -342,8 +349,7 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
     oh, ow = out_size
     unrolled = (kernel == (2, 2) and stride == (2, 2) and not any(padding)
                 and dilation == (1, 1) and 2 * oh <= H and 2 * ow <= W)
-
-    j0, j1 = _inside(taps, kernel[1])
+    j0, j1 = (0, 0) if unrolled else _inside_of("max_pool2d_numba", x.shape[1:], geom)
 
     def rows_(lo, hi):
         args = (x[lo:hi], dilation[0], dilation[1], *taps, out[lo:hi], arg[lo:hi])
@@ -358,11 +364,12 @@ def max_pool2d_numba(x, kernel, stride, padding, dilation, out_size):
 def max_values2d_numba(x, kernel, stride, padding, dilation, out_size):
     """The values of ``max_pool2d_numba`` alone (no positions), split over threads the
     same way; a window holding a NaN gives NaN, as in PyTorch."""
-    (kernel, stride, padding, dilation, out_size), taps = _window_taps(
-        "max_values2d_numba", x, kernel, stride, padding, dilation, out_size)
+    geom, taps = _window_taps("max_values2d_numba", x, kernel, stride, padding, dilation,
+                              out_size)
+    kernel, stride, padding, dilation, out_size = geom
     x = np.ascontiguousarray(x)
     out = np.empty((x.shape[0],) + out_size, dtype=x.dtype)
-    j0, j1 = _inside(taps, kernel[1])
+    j0, j1 = _inside_of("max_values2d_numba", x.shape[1:], geom)
     # a part needs 4x the input of the positions kernel's: it runs ~4x faster per element
     run_ranges(lambda lo, hi: _max_values2d(x[lo:hi], dilation[0], dilation[1], *taps,
                                             out[lo:hi], j0, j1),
