@@ -211,11 +211,24 @@ def fold(x, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return _apply(Fold(geom, (shape[0], shape[1] // k) + size), x, shape, ())
 
 
+def _explain_shape(arg, name):
+    """``conv_explain``'s shape argument as a tuple of ints: an array (or Variable) stands for
+    its shape, so that a user's arrays never end up printed whole in an error."""
+    shape = getattr(arg, "shape", arg)
+    try:
+        shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise TypeError(f"conv_explain: {name} must be a shape (a tuple of ints) or an array, "
+                        f"got {type(arg).__name__}") from None
+    return shape
+
+
 def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
                  dtype="float32", op="forward", backend="numpy", measure=True, repeat=3,
                  after=None, show=True, file=None):
     """Print and return how each convolution algorithm fares on one problem.
 
+    ``x_shape`` and ``w_shape`` are shapes, or arrays standing for their shapes.
     For every algorithm: its predicted time (cost model), measured time (best of
     ``repeat``), workspace bytes, maximum error against a float64 reference (relative to
     the largest reference value), or why it cannot run; then which one ``algo="auto"``
@@ -225,7 +238,7 @@ def conv_explain(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1,
     goes to ``file`` (default: standard output) unless ``show=False``.  Returns an
     ``Explanation`` (``.rows``, ``.chosen``, ``.reason``; ``str()`` gives the table).
     """
-    x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+    x_shape, w_shape = _explain_shape(x_shape, "x_shape"), _explain_shape(w_shape, "w_shape")
     if len(x_shape) < 3 or len(w_shape) != len(x_shape):
         raise ValueError(f"conv_explain: x_shape {x_shape} and w_shape {w_shape} must both be "
                          "(N, C, *spatial) and (Cout, Cin / groups, *kernel)")

@@ -276,6 +276,18 @@ def test_conv_explain_bad_arguments():
         F.conv_explain((1, 2, 5, 5), (2, 2, 3, 3), op="grad_input", after="cudnn", show=False)
 
 
+def test_conv_explain_takes_arrays_for_their_shapes():
+    # an array stands for its shape; a wrong one is refused by its shape, never printed whole
+    x, w = np.zeros((2, 8, 6, 6), np.float32), np.zeros((4, 8, 1, 1), np.float32)
+    ex = F.conv_explain(x, lz.Variable(w), measure=False, show=False)
+    assert (ex.prob.x_shape, ex.prob.w_shape) == (x.shape, w.shape)
+    with pytest.raises(ValueError, match=r"x_shape \(2, 6, 6\)") as err:
+        F.conv_explain(np.zeros((2, 6, 6)), w, show=False)
+    assert len(str(err.value)) < 200
+    with pytest.raises(TypeError, match="conv_explain: w_shape must be a shape"):
+        F.conv_explain(x, "4x8x1x1", show=False)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("algo", ["im2col", "winograd_4x4", "fft", "direct"])
 def test_cupy_matches_numpy(algo):
