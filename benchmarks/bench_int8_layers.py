@@ -2,7 +2,7 @@
 
     python benchmarks/bench_int8_layers.py                 # b2 160x160 and b8 224x224
     python benchmarks/bench_int8_layers.py --shape 4 192   # one batch and image size
-    python benchmarks/bench_int8_layers.py --record        # also docs/figures/int8_layers.md
+    python benchmarks/bench_int8_layers.py --record int8_layers   # also docs/figures/int8_layers.md
 
 Per convolution: its time on LeZero's own int8 kernel (``policy.gemm = "numpy"``) and,
 where the ``mkl`` wheel loads, on MKL's integer GEMM (``"mkl"``, the timed choice off),
