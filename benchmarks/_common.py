@@ -1,4 +1,5 @@
 """Shared benchmark helpers: timing, thread pinning and the side-by-side report."""
+import itertools
 import os
 import time
 
@@ -80,20 +81,30 @@ def limit_threads(n):
     return threadpool_limits(limits=n)
 
 
+def round_orders(n):
+    """The orders the rounds take in turn: every permutation of up to three contenders
+    (each then runs in each place, and after each other one, equally often; with the
+    order only reversed, the middle one of three always ran second: docs/performance.md,
+    "How it is measured"); for more, forward and reversed."""
+    if n <= 3:
+        return list(itertools.permutations(range(n)))
+    return [tuple(range(n)), tuple(reversed(range(n)))]
+
+
 def interleaved_times(fns, rounds=10, warmup=2, pause=0.0, block=3):
     """Per function, its fastest call of each round.  A round runs a short block of
-    ``block`` warm calls of each function in turn, the order reversed every other round,
-    so that all of them meet the same machine load (a shared machine's speed drifts by 2x
-    within seconds) while each block still runs with warm caches (single interleaved
-    calls would run cache-cold).  ``pause`` sleeps before each block so the previous
-    contender's spinning threads go idle first."""
+    ``block`` warm calls of each function in turn, in the orders of ``round_orders`` by
+    turns (two functions alternate), so that all of them meet the same machine load (a
+    shared machine's speed drifts by 2x within seconds) while each block still runs with
+    warm caches (single interleaved calls would run cache-cold).  ``pause`` sleeps
+    before each block so the previous contender's spinning threads go idle first."""
     for fn in fns:
         for _ in range(warmup):
             fn()
     times = [[] for _ in fns]
+    orders = round_orders(len(fns))
     for r in range(rounds):
-        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
-        for i in order:
+        for i in orders[r % len(orders)]:
             if pause:
                 time.sleep(pause)
             best = float("inf")

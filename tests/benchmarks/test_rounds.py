@@ -50,3 +50,18 @@ def test_ratio_range_over_runs():
     ranges, results = _common.ratio_range(lambda: next(runs), runs=3)
     assert ranges == [(0.9, 1.2), (0.4, 0.6)]
     assert len(results) == 3
+
+
+def test_three_contenders_take_every_order_in_turn(fake_clock):
+    # an A/B beside a reference: each runs in each place, and right after each of the
+    # others, equally often over six rounds (reversing the order alone kept the middle
+    # one second in every round)
+    log = []
+    fns = [contender(fake_clock, name, [1] * 7, log) for name in "abc"]
+    _common.interleaved_times(fns, rounds=6, warmup=1, block=1)
+    rounds = ["".join(log[3 + 3 * r:6 + 3 * r]) for r in range(6)]
+    assert sorted(rounds) == ["abc", "acb", "bac", "bca", "cab", "cba"]
+    for name in "abc":
+        assert [r.index(name) for r in rounds].count(1) == 2
+    pairs = [r[i:i + 2] for r in rounds for i in range(2)]
+    assert all(pairs.count(p) == 2 for p in ("ab", "ba", "ac", "ca", "bc", "cb"))
