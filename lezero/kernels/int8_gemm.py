@@ -62,8 +62,9 @@ ISA = _pick_isa(target_features())
 WIDE = ISA in ("vnni512", "avx512bw")
 LANES = 16 if WIDE else 8
 # Rows per tile: 8 with 32 vector registers; with AVX2's 16, 6 rows (12 accumulators, two
-# weight vectors, a broadcast and a product): 6-22% more multiply-adds per second than 4
-# on Zen 3 (benchmarks/bench_int8_layers.py; docs/performance.md, "INT8 on AVX2").
+# weight vectors, a broadcast and a product): on Zen 3 about 16% more multiply-adds per
+# second than 4 on ResNet-18's b8 224 layers, the same within noise at b2 160
+# (benchmarks/bench_int8_layers.py; docs/performance.md, "INT8 on AVX2").
 ROWS = 8 if WIDE or "avx512vl" in target_features() else 6
 TN = NV * LANES             # output channels per tile
 # Bytes per activation: VNNI multiplies bytes; vpmaddwd int16 (bytes widened, exact).
