@@ -1,8 +1,10 @@
 """Size budgets, checked by ``make test`` before the tests run:
 
-* ``lezero/core`` holds at most 545 code lines (the engine, read in one sitting; 450
+* ``lezero/core`` holds at most 565 code lines (the engine, read in one sitting; 450
   until the graph learned to hold unread inputs as edges and to free what backward
-  used, core/inputref.py, and to skip inputs whose array autocast dropped);
+  used, core/inputref.py, and to skip inputs whose array autocast dropped; 545 until
+  ``Function`` gained ``call1``/``call2``, the calls without ``__call__``'s argument
+  tuple that a one-element add needs to stay within 1.2x of PyTorch's);
 * no file under ``lezero/`` passes 600 lines;
 * no function passes 60 lines.
 
@@ -23,7 +25,7 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "lezero")
-CORE_CODE_LINES = 545
+CORE_CODE_LINES = 565
 FILE_LINES = 600
 FUNCTION_LINES = 60
 

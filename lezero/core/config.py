@@ -48,19 +48,18 @@ class _Settings:
 
 
 _default = _Settings(_DEFAULTS)
-_current = contextvars.ContextVar("lezero_config")
-
-
-def get_config():
-    """Return the current thread's settings snapshot (fast path for operators)."""
-    return _current.get(_default)
+_current = contextvars.ContextVar("lezero_config", default=_default)
+# ``get_config()``: the current thread's settings snapshot.  Every operator call reads it,
+# so it is the ContextVar's own (C) method, not a Python function around it.
+get_config = _current.get
 
 
 def register_setting(name, default):
     """Add a setting (used by AMP, checkpointing, ...) with its default value."""
-    global _default
     _DEFAULTS[name] = default
-    _default = _Settings(_DEFAULTS)
+    # Registering happens at import; snapshots derived before it read the new name from
+    # _DEFAULTS (``_Settings.__getattr__``), the default snapshot gets it here.
+    setattr(_default, name, default)
 
 
 class _ConfigMeta(type):

@@ -19,6 +19,9 @@ from lezero.core.inputref import release_inputs
 from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
+_ndarray, _ref = np.ndarray, weakref.ref
+_new, _init = object.__new__, Variable.__init__
+
 
 class Function:
     """Base class of operators; an instance is used for exactly one call.
@@ -48,46 +51,71 @@ class Function:
             raise RuntimeError(f"{type(self).__name__}: this Function instance was already "
                                "called and is part of a graph; create a new instance for "
                                f"each call ({type(self).__name__}()(x), not op(x1); op(x2))")
+        cfg = get_config()
+        hooks = cfg.function_hooks
+        if not hooks and len(inputs) == 2 and isinstance(inputs[0], Variable) \
+                and isinstance(inputs[1], Variable):
+            return self.call2(inputs[0], inputs[1])
+        if not hooks and len(inputs) == 1 and isinstance(inputs[0], Variable):
+            return self.call1(inputs[0])
         for x in inputs:
             if not isinstance(x, Variable):
                 inputs = _as_variables(inputs)
                 break
-        cfg = get_config()
-        hooks = cfg.function_hooks
         for h in hooks:     # hooks may replace the inputs first (autocast inserts casts here)
             inputs = h.transform_inputs(self, inputs)
-        xs, needs, generation = [], [], 0       # one loop: cheaper than three comprehensions
-        for x in inputs:
-            xs.append(x.data)
-            needs.append(x.requires_grad)
-            if x.generation > generation:
-                generation = x.generation
+        xs, needs = [x.data for x in inputs], tuple([x.requires_grad for x in inputs])
         record = cfg.enable_backprop and True in needs      # record only if a grad is wanted
-        self.needs_input_grad = tuple(needs) if record else (False,) * len(xs)
-
+        self.needs_input_grad = needs if record else (False,) * len(xs)
         for h in hooks:
             h.forward_preprocess(self, xs)
         ys = self.forward(*xs)
         for h in hooks:
             h.forward_postprocess(self, xs)
+        return self._link(cfg, list(inputs), ys, record,
+                          max([x.generation for x in inputs], default=0))
 
-        # Variable(data, name, requires_grad) positionally: keywords cost a third more.
+    # ``f(x)`` and ``f(x0, x1)`` for Variables, the calls most operators make, without the
+    # argument tuple and the checks of ``__call__`` (hooks and a reused instance go there).
+    def call1(self, x):
+        cfg = get_config()
+        if cfg.function_hooks or self.inputs:
+            return self(x)
+        record = cfg.enable_backprop and x.requires_grad
+        self.needs_input_grad = (True,) if record else (False,)
+        return self._link(cfg, [x], self.forward(x.data), record, x.generation)
+
+    def call2(self, x0, x1):
+        cfg = get_config()
+        if cfg.function_hooks or self.inputs:
+            return self(x0, x1)
+        needs = (x0.requires_grad, x1.requires_grad)
+        record = cfg.enable_backprop and True in needs
+        self.needs_input_grad = needs if record else (False, False)
+        g0, g1 = x0.generation, x1.generation
+        return self._link(cfg, [x0, x1], self.forward(x0.data, x1.data), record,
+                          g0 if g0 > g1 else g1)
+
+    def _link(self, cfg, inputs, ys, record, generation):
+        """Wrap ``forward``'s outputs as Variables and, when recording, make ``self`` their
+        creator; return them (one, or a list)."""
         if type(ys) is not tuple:           # one output, the common case: no loops
-            y = Variable(ys if type(ys) is np.ndarray else as_array(ys), None, record)
+            # Variable(ys, None, record) without the class call, a third of this method
+            y = _new(Variable)
+            _init(y, ys, None, record)
             if record:
                 self.generation, y.creator, y.generation = generation, self, generation + 1
-                self.inputs, self.outputs = list(inputs), [weakref.ref(y)]
+                self.inputs, self.outputs = inputs, [_ref(y)]
                 # generation 0: leaves and constants only, nothing worth releasing
                 if generation and self.save_inputs is not True and cfg.release_inputs:
                     release_inputs(self)
             return y
-        outputs = [Variable(y if type(y) is np.ndarray else as_array(y), None, record)
-                   for y in ys]
+        outputs = [Variable(y, None, record) for y in ys]
         if record:
             self.generation = generation
             for out in outputs:
                 out.creator, out.generation = self, generation + 1
-            self.inputs, self.outputs = list(inputs), list(map(weakref.ref, outputs))
+            self.inputs, self.outputs = inputs, list(map(_ref, outputs))
             if len(outputs) > 1:   # kept so a dropped output's gradient can be zero-filled
                 self.output_meta = [(y.shape, y.dtype) for y in ys]
             if generation and self.save_inputs is not True and cfg.release_inputs:

@@ -12,6 +12,7 @@ from lezero.cuda import as_array
 
 # bfloat16 and float8 (ml_dtypes' numeric dtypes, kind 'V' to NumPy) are numbers too.
 _EXTRA = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+_ndarray = np.ndarray
 
 
 class Variable:
@@ -27,9 +28,10 @@ class Variable:
     __array_priority__ = 200      # make ndarray + Variable call Variable.__radd__
 
     def __init__(self, data, name=None, requires_grad=True):
-        if data is not None and type(data) is not np.ndarray:
-            data = as_array(data)
-        elif data is not None and data.dtype.kind not in "biufc" and data.dtype.name not in _EXTRA:
+        if type(data) is not _ndarray:
+            if data is not None:
+                data = as_array(data)
+        elif data.dtype.kind not in "biufc" and data.dtype.name not in _EXTRA:
             raise TypeError(f"Variable: data of dtype {data.dtype} is not numeric")
         self.data, self.name, self.requires_grad = data, name, requires_grad
         self.grad = self.creator = self._hooks = self._post_hooks = None

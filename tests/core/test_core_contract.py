@@ -307,4 +307,4 @@ def test_register_setting_adds_a_default_seen_by_new_and_old_snapshots():
         assert getattr(Config, name) == 17
     finally:
         config_module._DEFAULTS.pop(name, None)
-        config_module._default = config_module._Settings(config_module._DEFAULTS)
+        vars(config_module._default).pop(name, None)

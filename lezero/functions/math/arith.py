@@ -43,6 +43,23 @@ def binary(op, x0, x1, kinds="biuf", names=("x0", "x1")):
     return a, b
 
 
+def arith(fn, op, x0, x1, kinds="biuf"):
+    """``fn()`` called on two operands, checked as ``binary`` checks them.
+
+    Two Variables of accepted dtypes go straight to the operator and NumPy checks that
+    their shapes broadcast as it computes (the checks cost as much as a one-element add);
+    should it refuse them, ``binary`` raises the error that names the operator.
+    Anything else takes ``binary``'s checks first."""
+    if isinstance(x0, Variable) and isinstance(x1, Variable) \
+            and x0.data.dtype.kind in kinds and x1.data.dtype.kind in kinds:
+        try:
+            return fn().call2(x0, x1)
+        except ValueError:
+            pass                            # shapes that do not broadcast: named below
+    x0, x1 = binary(op, x0, x1, kinds)
+    return fn().call2(x0, x1)
+
+
 def unbroadcast(f, gx0, gx1):
     """Reduce each gradient to its input's shape (undoing broadcasting); None when the
     input is a constant."""
@@ -62,7 +79,7 @@ class Add(Function):
 
     def forward(self, x0, x1):
         # most adds are short: only a long array asks the split kernel (no call per add)
-        if type(x0) is np.ndarray and x0.size >= 2 * policy.cheap_min_part_items:
+        if x0.size >= 2 * policy.cheap_min_part_items and type(x0) is np.ndarray:
             return add_kernel.add(x0, x1)
         return x0 + x1
 
@@ -73,7 +90,7 @@ class Add(Function):
 @register("math")
 def add(x0, x1):
     """x0 + x1, with NumPy broadcasting."""
-    return Add()(*binary("add", x0, x1))
+    return arith(Add, "add", x0, x1)
 
 
 class Sub(Function):
@@ -89,7 +106,7 @@ class Sub(Function):
 @register("math")
 def sub(x0, x1):
     """x0 - x1, with NumPy broadcasting."""
-    return Sub()(*binary("sub", x0, x1, kinds="iuf"))
+    return arith(Sub, "sub", x0, x1, kinds="iuf")
 
 
 def rsub(x0, x1):
@@ -113,7 +130,7 @@ class Mul(Function):
 @register("math")
 def mul(x0, x1):
     """x0 * x1, with NumPy broadcasting."""
-    return Mul()(*binary("mul", x0, x1))
+    return arith(Mul, "mul", x0, x1)
 
 
 class Div(Function):
@@ -134,7 +151,7 @@ class Div(Function):
 @register("math")
 def div(x0, x1):
     """x0 / x1 (true division; integers divide to float32, as in PyTorch)."""
-    return Div()(*binary("div", x0, x1))
+    return arith(Div, "div", x0, x1)
 
 
 def rdiv(x0, x1):
