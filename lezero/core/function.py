@@ -75,9 +75,10 @@ class Function:
         return self._link(cfg, list(inputs), ys, record,
                           max([x.generation for x in inputs], default=0))
 
-    # ``f(x)`` and ``f(x0, x1)`` for Variables, the calls most operators make, without the
-    # argument tuple and the checks of ``__call__`` (hooks and a reused instance go there).
     def call1(self, x):
+        """``self(x)`` for a Variable ``x`` without ``__call__``'s argument tuple and checks:
+        where ``__call__`` sends one Variable, and what an operator that checked its
+        input may call itself.  Hooks and a reused instance are handed to ``__call__``."""
         cfg = get_config()
         if cfg.function_hooks or self.inputs:
             return self(x)
@@ -86,6 +87,7 @@ class Function:
         return self._link(cfg, [x], self.forward(x.data), record, x.generation)
 
     def call2(self, x0, x1):
+        """``self(x0, x1)`` for two Variables, as ``call1`` is ``self(x)``."""
         cfg = get_config()
         if cfg.function_hooks or self.inputs:
             return self(x0, x1)
