@@ -19,7 +19,8 @@ _PLAIN = frozenset({bool, int, float, str, type(None)})     # values a snapshot 
 
 
 class _Settings:
-    """One snapshot of the settings; copied, never mutated once published."""
+    """One snapshot of the settings; copied, never mutated once published (but the
+    default one, which ``register_setting`` extends at import)."""
 
     def __init__(self, values):
         self.__dict__.update(values)
