@@ -47,8 +47,8 @@ def arith(fn, op, x0, x1, kinds="biuf"):
     """``fn()`` called on two operands, checked as ``binary`` checks them.
 
     Two Variables of accepted dtypes go straight to the operator and NumPy checks that
-    their shapes broadcast as it computes (the checks cost as much as a one-element add);
-    should it refuse them, ``binary`` raises the error that names the operator.
+    their shapes broadcast as it computes, so a call pays for no check twice; should it
+    refuse them, ``binary`` raises the error that names the operator.
     Anything else takes ``binary``'s checks first."""
     if isinstance(x0, Variable) and isinstance(x1, Variable) \
             and x0.data.dtype.kind in kinds and x1.data.dtype.kind in kinds:
