@@ -19,7 +19,7 @@ from lezero.core.inputref import release_inputs
 from lezero.core.variable import Variable
 from lezero.cuda import as_array
 
-_ndarray, _ref = np.ndarray, weakref.ref
+_ref = weakref.ref
 _new, _init = object.__new__, Variable.__init__
 
 
