@@ -17,6 +17,7 @@ Without threadpoolctl, or for CuPy arrays, products run as they are.  Measuremen
 the thresholds: docs/performance.md.
 """
 import contextlib
+import math
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from lezero.core import get_config
 from lezero.runtime.settings import policy
 
 __all__ = ["controller", "held_to_one_thread", "one_blas_thread", "limit_all", "is_small",
-           "matmul", "matmul_ref", "matmul_nd"]
+           "matmul", "matmul_ref", "matmul_nd", "split_stack"]
 
 _found = {}
 
@@ -120,11 +121,43 @@ def _mkl_gemm():
 def matmul_nd(xp, a, b, out=None):
     """``xp.matmul(a, b, out=out)`` for stacks of matrices (the convolutions' products): on
     MKL for float NumPy arrays where float products run on it (``mkl.used()``,
-    ``lezero.runtime.gemm.stacked``), else ``xp``'s own."""
+    ``lezero.runtime.gemm.stacked``), else ``xp``'s own -- for NumPy, the stack cut
+    across threads where that pays (``split_stack``)."""
     if type(a) is np.ndarray and type(b) is np.ndarray and a.dtype == b.dtype \
-            and a.dtype in _FLOATS \
-            and (out is None or type(out) is np.ndarray) and _mkl_gemm() is not None:
-        y = _mkl_gemm().stacked(a, b, out)
-        if y is not None:
-            return y
+            and a.dtype in _FLOATS and (out is None or type(out) is np.ndarray):
+        if _mkl_gemm() is not None:
+            y = _mkl_gemm().stacked(a, b, out)
+            if y is not None:
+                return y
+        elif a.ndim >= 2 and b.ndim >= 2 and (a.ndim > 2 or b.ndim > 2):
+            return split_stack(a, b, out)
     return xp.matmul(a, b, out=out)
+
+
+def split_stack(a, b, out=None):
+    """``np.matmul(a, b, out=out)`` with the stack's leading axis cut into one part per
+    thread (``scheduler.run_parts``: each part's matrices on one BLAS thread) when the
+    stack has the work for it (``policy.gemm_min_part_flops`` a part) and
+    ``policy.split_stacks`` is on.  OpenBLAS threads each product of a stack by itself,
+    a fork and a join per matrix: a convolution's stack of small products (Winograd's 16
+    or 36 at batch 1) ran at half the rate of whole matrices per thread
+    (docs/performance.md, "Stacks of products")."""
+    from lezero.runtime.scheduler import run_parts, split, threads_for
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    count = lead[0] if lead and policy.split_stacks else 1
+    parts = threads_for(count, 2.0 * math.prod(lead) * m * k * n, policy.gemm_min_part_flops)
+    if parts < 2 or (count % parts and count < 4 * parts) or k != b.shape[-2] \
+            or (out is not None and out.shape != lead + (m, n)):
+        return np.matmul(a, b, out=out)         # (a wrong shape: NumPy's own error)
+    if out is None:
+        out = np.empty(lead + (m, n), a.dtype)
+    cut_a = a.ndim == out.ndim and a.shape[0] == count
+    cut_b = b.ndim == out.ndim and b.shape[0] == count
+    bounds = split(count, parts)
+
+    def part(i):
+        lo, hi = bounds[i]
+        np.matmul(a[lo:hi] if cut_a else a, b[lo:hi] if cut_b else b, out=out[lo:hi])
+    run_parts(part, parts)
+    return out

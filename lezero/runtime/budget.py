@@ -14,7 +14,7 @@ import threading
 
 from lezero.runtime.settings import policy
 
-__all__ = ["reserve", "in_use", "Reservation"]
+__all__ = ["reserve", "in_use", "room", "Reservation"]
 
 policy.define("transform_cache_bytes", 32 << 20,
               "bytes of recomputable transforms kept for backward, process-wide (conv)")
@@ -49,3 +49,8 @@ def reserve(nbytes):
 def in_use():
     """Bytes reserved now (the transforms kept for backward in the whole process)."""
     return _used[0]
+
+
+def room():
+    """Bytes a ``reserve`` could still get now."""
+    return max(0, policy.transform_cache_bytes - _used[0])

@@ -126,6 +126,8 @@ _DEFINITIONS = (
     ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
     ("openblas_thread_flops", 1e6, "flops from which a product on NumPy's OpenBLAS "
      "counts as split over its own threads (it threads from 2^18 multiply-adds)"),
+    ("split_stacks", 1, "1: a stack of products on NumPy's BLAS is cut across the "
+     "threads by its leading axis (blas.split_stack)"),
     ("gemm_team", 1, "1: a large product's blocks on native worker threads (gemm_team)"),
     ("pair_max_flops", 2.5e8, "Linear's backward runs its two products at once below "
      "this many flops each (above: one after the other, each on gemm_team)"),

@@ -133,6 +133,12 @@ def declare_fixed(w):
     _FIXED[key] = (weakref.ref(w, forget), {})
 
 
+def is_fixed(w):
+    """Whether ``w`` was declared fixed (``declare_fixed``) and still lives."""
+    entry = _FIXED.get(id(w))
+    return entry is not None and entry[0]() is w
+
+
 def fixed_transform(w, name, make):
     """``make()``, the transform ``name`` of ``w``: made once and kept where ``w`` was
     declared fixed (within the memory budget, ``lezero.runtime.budget``), else made

@@ -18,6 +18,7 @@ from lezero.core import Function
 from lezero.kernels import argcheck
 from lezero.functions.common import xp_of
 from lezero.functions.conv import select
+from lezero.functions.conv.algorithm import is_fixed
 from lezero.functions.conv.geometry import ConvProblem, check_fits
 from lezero.functions.conv.im2col import col2im, im2col
 from lezero.functions.conv.parallel import drop_backward_entries, run_product
@@ -27,7 +28,7 @@ from lezero.functions.reduction import sum as _sum
 _DTYPE_NAMES = {}      # dtype.name is surprisingly slow; it is asked on every call
 
 
-def problem(geom, batch, in_channels, out_channels, array):
+def problem(geom, batch, in_channels, out_channels, array, fixed_weight=False):
     """The ConvProblem for arrays like ``array`` (its dtype and backend)."""
     if isinstance(array, np.ndarray):
         backend = "numpy"
@@ -37,7 +38,8 @@ def problem(geom, batch, in_channels, out_channels, array):
     name = _DTYPE_NAMES.get(array.dtype)
     if name is None:
         name = _DTYPE_NAMES[array.dtype] = array.dtype.name
-    return ConvProblem(geom, int(batch), int(in_channels), int(out_channels), name, backend)
+    return ConvProblem(geom, int(batch), int(in_channels), int(out_channels), name, backend,
+                       fixed_weight)
 
 
 def _add_bias(y, b):
@@ -65,7 +67,7 @@ class Conv(Function):
 
     def forward(self, x, w, b=None):
         check_fits("conv", self.geom, x=x, w=w)
-        prob = problem(self.geom, x.shape[0], x.shape[1], w.shape[0], x)
+        prob = problem(self.geom, x.shape[0], x.shape[1], w.shape[0], x, is_fixed(w))
         self.chosen = select.choose(prob, "forward", self.algo)
         # keep transforms of x only if the weight will want its gradient
         self.cache["keep_input"] = bool(self.needs_input_grad) and self.needs_input_grad[1]

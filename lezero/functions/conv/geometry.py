@@ -65,13 +65,16 @@ class ConvGeometry:
 
 @dataclasses.dataclass(frozen=True)
 class ConvProblem:
-    """A geometry with batch, channels, dtype and backend: what an algorithm is run on."""
+    """A geometry with batch, channels, dtype and backend: what an algorithm is run on.
+    ``fixed_weight``: the weight was declared fixed (``algorithm.declare_fixed``), so a
+    transform of it made once is kept from call to call and costs a forward nothing."""
     geom: ConvGeometry
     batch: int
     in_channels: int
     out_channels: int
     dtype: str = "float32"
     backend: str = "numpy"
+    fixed_weight: bool = False
 
     @property
     def x_shape(self):

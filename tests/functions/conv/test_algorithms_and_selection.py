@@ -443,3 +443,35 @@ def test_fusion_declares_its_folded_weights_fixed():
         model(rand(1, 3, 32, 32, dtype=np.float32))
     folded = [hit[2] for hit in fusion._CACHE.values()]
     assert folded and all(algorithm._FIXED[id(w)][0]() is w for w in folded)
+
+
+def test_the_model_leaves_a_kept_filter_transform_out_of_a_fixed_weights_forward(monkeypatch):
+    """Winograd's predicted forward counts the filter transform unless the weight is
+    fixed and the budget has room to keep its transform (then only the first call makes
+    it); the backward products count it as before.  ``Conv`` says which weights are."""
+    import dataclasses
+
+    from lezero.functions.conv import algorithm
+    from lezero.runtime import policy
+    plain = _problem((1, 256, 14, 14), (256, 256, 3, 3), dict(padding=1))
+    fixed = dataclasses.replace(plain, fixed_weight=True)
+    for name in ("winograd_2x2", "winograd_4x4"):
+        wino = select.ALGORITHMS[name]
+        assert wino.predict(fixed, "forward") < wino.predict(plain, "forward")
+        with policy.using(transform_cache_bytes=0):
+            assert wino.predict(fixed, "forward") == wino.predict(plain, "forward")
+        assert wino.predict(fixed, "grad_input") == wino.predict(plain, "grad_input")
+    im2col = select.ALGORITHMS["im2col"]
+    assert im2col.predict(fixed, "forward") == im2col.predict(plain, "forward")
+    seen = []
+    real = select.choose
+    monkeypatch.setattr(select, "choose",
+                        lambda prob, *a: seen.append(prob.fixed_weight) or real(prob, *a))
+    x = lz.Variable(rand(1, 4, 6, 6, dtype=np.float32))
+    w = rand(4, 4, 3, 3, dtype=np.float32)
+    with lz.no_grad():
+        F.conv2d(x, w, padding=1)
+        algorithm.declare_fixed(w)
+        F.conv2d(x, w, padding=1)
+        F.conv2d(x, w.copy(), padding=1)
+    assert seen == [False, True, False]
