@@ -25,7 +25,7 @@ from lezero.core import get_config
 from lezero.runtime.settings import policy
 
 __all__ = ["controller", "held_to_one_thread", "one_blas_thread", "limit_all", "is_small",
-           "matmul", "matmul_ref", "matmul_nd", "split_stack"]
+           "matmul", "matmul_ref", "matmul_nd", "split_stack", "few_rows_product"]
 
 _found = {}
 
@@ -106,7 +106,18 @@ def matmul(a, b):
         if is_small(a.shape[0], a.shape[1], b.shape[1]) and a.shape[0] > 1 \
                 and get_config().small_gemm_one_thread:
             with held_to_one_thread():
-                return a @ b
+                return few_rows_product(a, b)
+        return few_rows_product(a, b)
+    return a @ b
+
+
+def few_rows_product(a, b):
+    """``a @ b`` for NumPy matrices; ``x @ W.T`` with a few rows of ``x`` (2 to
+    ``policy.few_rows``: a classifier at batch 2, a decoding step of 4 sequences) as
+    ``(W @ x.T).T``, copied to C order.  OpenBLAS's ``sgemm`` takes 2-4x as long for the
+    first form, on one thread or two (docs/performance.md, "Products of a few rows")."""
+    if 1 < a.shape[0] <= policy.few_rows and b.flags.f_contiguous and not b.flags.c_contiguous:
+        return np.ascontiguousarray(np.matmul(b.T, a.T).T)
     return a @ b
 
 

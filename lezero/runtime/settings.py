@@ -115,6 +115,8 @@ _DEFINITIONS = (
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
     ("conv_product_min_part_flops", 3.2e7, "the same for an algorithm made of matrix "
      "products, where they split over native threads (gemm.native_threads)"),
+    ("conv_min_part_columns", 64, "columns per batch part of a convolution's one product "
+     "(im2col's), where the whole product splits over native threads"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),
     ("lstm_min_part_flops", 1e6, "flops per chunk of an LSTM step's product"),
     ("serial_below", 1 << 22, "elements below which a conv kernel skips Numba's pool"),
@@ -122,6 +124,7 @@ _DEFINITIONS = (
     ("split_window", 3, "timings an adaptive split keeps per way"),
     # -- BLAS (lezero.runtime.blas)
     ("small_flops", 8e6, "products below this many flops run on one BLAS thread"),
+    ("few_rows", 32, "x @ W.T with 2 to this many rows of x runs as (W @ x.T).T on NumPy"),
     ("gemm_min_part_flops", 4e6, "flops per part of a product split over threads (MKL)"),
     ("stack_min_flops", 5e5, "flops per matrix from which a small stack runs on MKL"),
     ("openblas_thread_flops", 1e6, "flops from which a product on NumPy's OpenBLAS "

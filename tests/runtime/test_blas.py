@@ -57,3 +57,34 @@ def test_lstm_layer_same_with_and_without_one_thread():
         results.append([out.data, h.data] + [p.grad.data.copy() for p in layer.parameters()])
     for on, off in zip(*results):
         np.testing.assert_allclose(on, off, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [2, 5, 32, 33])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_few_rows_times_a_transposed_matrix(monkeypatch, rows, dtype):
+    """``x @ W.T`` with 2..policy.few_rows rows of x runs as ``(W @ x.T).T``: NumPy's
+    numbers (the sums in another order: equal up to rounding), C order, any dtype; on
+    one BLAS thread or not; a W that is not a transposed view, or the policy at 1, runs
+    as it is."""
+    rng = np.random.default_rng(rows)
+    x = (rng.standard_normal((rows, 70)) * 8).astype(dtype)
+    w = (rng.standard_normal((300, 70)) * 8).astype(dtype)
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b: seen.append((a.shape, b.shape)) or real(a, b))
+    turned = [((300, 70), (70, rows))] if rows <= policy.few_rows else []
+    for one_thread in (False, True):
+        seen.clear()
+        with lz.using_config("small_gemm_one_thread", one_thread):
+            got = blas.matmul(x, w.T)
+        assert seen == turned
+        assert got.flags.c_contiguous and got.dtype == dtype
+        if dtype == np.int64:
+            np.testing.assert_array_equal(got, x @ w.T)
+        else:
+            np.testing.assert_allclose(got, x @ w.T, rtol=1e-5, atol=1e-3)
+    seen.clear()
+    blas.matmul(x, np.ascontiguousarray(w.T))
+    with policy.using(few_rows=1):
+        blas.matmul(x, w.T)
+    assert seen == []

@@ -45,6 +45,12 @@ class Algorithm:
         larger parts, ``parallel.parts_for``); 0 when its work is not mostly products."""
         return 0
 
+    def sample_columns(self, prob):
+        """The columns each sample adds to the one product of ``prob`` that the batch
+        split would narrow (``parallel.parts_for``), or 0 when the split does not narrow
+        a product (each part's products are as wide as the whole batch's)."""
+        return 0
+
     def forward(self, x, w, prob, cache):
         raise NotImplementedError
 

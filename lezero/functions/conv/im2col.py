@@ -115,6 +115,10 @@ class Im2col(Algorithm):
         G, M, kdim, L = self._dims(prob)
         return 2.0 * M * kdim * L * (1 if per_sample(prob) else prob.batch)
 
+    def sample_columns(self, prob):
+        # one GEMM of N * L columns, unless the products run per sample already
+        return 0 if per_sample(prob) else prob.geom.out_volume
+
     def forward(self, x, w, prob, cache):
         xp = xp_of(x)
         G, M, kdim, L = self._dims(prob)

@@ -31,14 +31,21 @@ def parts_for(prob, algo=None):
     ``policy.conv_product_min_part_flops`` a part where its products split over native
     threads by themselves (``native_products``: the runtime's team on MKL, OpenBLAS's own
     threads for products that are not small): below that they split there, with no GIL
-    hand-over per part (docs/performance.md)."""
+    hand-over per part (docs/performance.md) -- and, where the split narrows its one
+    product (``algo.sample_columns``), only into parts of ``policy.conv_min_part_columns``
+    columns or more."""
     if prob.backend != "numpy" or prob.batch < 2:
         return 1
-    least = policy.conv_min_part_flops
+    least, most = policy.conv_min_part_flops, prob.batch
     flops = algo.product_flops(prob) if algo is not None else 0
     if flops and native_products(flops):
         least = max(least, policy.conv_product_min_part_flops)
-    return threads_for(prob.batch, prob.flops(), least)
+        # a narrower product runs slower per column than the whole one threaded by
+        # itself (im2col's on a 5x5 map at batch 2: docs/performance.md)
+        columns = algo.sample_columns(prob) * prob.batch
+        if columns:
+            most = max(1, int(columns // policy.conv_min_part_columns))
+    return min(most, threads_for(prob.batch, prob.flops(), least))
 
 
 def _views(cache, role, array, bounds):

@@ -475,3 +475,24 @@ def test_the_model_leaves_a_kept_filter_transform_out_of_a_fixed_weights_forward
         F.conv2d(x, w, padding=1)
         F.conv2d(x, w.copy(), padding=1)
     assert seen == [False, True, False]
+
+
+def test_im2col_splits_the_batch_only_into_parts_wide_enough(threaded):  # noqa: F811
+    """im2col's one product has L columns a sample: cut over the batch, each part's is
+    narrower; below ``policy.conv_min_part_columns`` a part, the whole product runs
+    (threaded by itself) instead.  Winograd's stacks are not narrowed that way."""
+    from lezero.functions.conv.parallel import parts_for
+    from lezero.runtime import policy
+    im2col, wino = select.ALGORITHMS["im2col"], select.ALGORITHMS["winograd_2x2"]
+    small_map = _problem((2, 512, 5, 5), (512, 512, 3, 3), dict(padding=1))   # 25 a sample
+    wide_map = _problem((2, 64, 40, 40), (128, 64, 3, 3), dict(padding=1, stride=2))
+    many = _problem((16, 512, 5, 5), (512, 512, 3, 3), dict(padding=1))
+    with lz.using_config("conv_threads", 2), policy.using(gemm="numpy"):
+        assert im2col.sample_columns(small_map) == 25
+        assert parts_for(small_map, im2col) == 1
+        assert parts_for(wide_map, im2col) == 2 and parts_for(many, im2col) == 2
+        assert parts_for(small_map, wino) == 2
+        with policy.using(conv_min_part_columns=1):
+            assert parts_for(small_map, im2col) == 2
+        with policy.using(conv_min_part_columns=401):     # 800 and 400 columns in all
+            assert parts_for(wide_map, im2col) == 1 and parts_for(many, im2col) == 1
