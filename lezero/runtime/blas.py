@@ -107,15 +107,17 @@ def matmul(a, b):
                 and get_config().small_gemm_one_thread:
             with held_to_one_thread():
                 return few_rows_product(a, b)
-        return few_rows_product(a, b)
     return a @ b
 
 
 def few_rows_product(a, b):
     """``a @ b`` for NumPy matrices; ``x @ W.T`` with a few rows of ``x`` (2 to
     ``policy.few_rows``: a classifier at batch 2, a decoding step of 4 sequences) as
-    ``(W @ x.T).T``, copied to C order.  OpenBLAS's ``sgemm`` takes 2-4x as long for the
-    first form, on one thread or two (docs/performance.md, "Products of a few rows")."""
+    ``(W @ x.T).T``, copied to C order.  On one thread OpenBLAS's ``sgemm`` takes 2-3x
+    as long for the first form; ``matmul`` uses it for the small products it holds to
+    one thread only, since OpenBLAS threads the second form where it would not thread
+    the first, and its threads then spin against the next kernel (docs/performance.md,
+    "Small batches")."""
     if 1 < a.shape[0] <= policy.few_rows and b.flags.f_contiguous and not b.flags.c_contiguous:
         return np.ascontiguousarray(np.matmul(b.T, a.T).T)
     return a @ b
