@@ -154,12 +154,13 @@ def split_stack(a, b, out=None):
     ``policy.split_stacks`` is on.  OpenBLAS threads each product of a stack by itself,
     a fork and a join per matrix: a convolution's stack of small products (Winograd's 16
     or 36 at batch 1) ran at half the rate of whole matrices per thread
-    (docs/performance.md, "Stacks of products")."""
+    (docs/performance.md, "Small batches")."""
     from lezero.runtime.scheduler import run_parts, split, threads_for
     lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     (m, k), n = a.shape[-2:], b.shape[-1]
     count = lead[0] if lead and policy.split_stacks else 1
     parts = threads_for(count, 2.0 * math.prod(lead) * m * k * n, policy.gemm_min_part_flops)
+    # (an uneven cut of a few matrices, 2 + 1, would leave a thread idle a third of it)
     if parts < 2 or (count % parts and count < 4 * parts) or k != b.shape[-2] \
             or (out is not None and out.shape != lead + (m, n)):
         return np.matmul(a, b, out=out)         # (a wrong shape: NumPy's own error)

@@ -180,8 +180,9 @@ class Winograd(Algorithm):
         xb = math.prod(prob.x_shape) * prob.itemsize
         yb = math.prod(prob.y_shape) * prob.itemsize
         # A transform streams its plane and its tiles once, plus a set-up per (n, c)
-        # plane: the kernels' single-thread times at ResNet's shapes (both tile sizes,
-        # 2026-12-07) sit within the model's margin of this, as its products do.
+        # plane.  At ResNet's shapes (both tile sizes, 2026-12-07) the kernels ran in
+        # 0.5-1.1x this on one thread, as the products run in about half gemm_seconds:
+        # priced alike, the two rank the algorithms as measured (docs/performance.md).
         px, py = prob.batch * ci, prob.batch * co
         tin = stream_seconds(xb + vb, planes=px)        # x -> V
         tgy = stream_seconds(yb + mb, planes=py)        # gy -> Gy
