@@ -139,26 +139,32 @@ def declare_fixed(w):
     _FIXED[key] = (weakref.ref(w, forget), {})
 
 
+def _kept_transforms(w):
+    """The dict of transforms kept for ``w`` if it was declared fixed and lives, else None
+    (an id of a freed array may have been reused)."""
+    entry = _FIXED.get(id(w))
+    return entry[1] if entry is not None and entry[0]() is w else None
+
+
 def is_fixed(w):
     """Whether ``w`` was declared fixed (``declare_fixed``) and still lives."""
-    entry = _FIXED.get(id(w))
-    return entry is not None and entry[0]() is w
+    return _kept_transforms(w) is not None
 
 
 def fixed_transform(w, name, make):
     """``make()``, the transform ``name`` of ``w``: made once and kept where ``w`` was
     declared fixed (within the memory budget, ``lezero.runtime.budget``), else made
     anew at each call."""
-    entry = _FIXED.get(id(w))
-    if entry is None or entry[0]() is not w:
+    transforms = _kept_transforms(w)
+    if transforms is None:
         return make()
-    kept = entry[1].get(name)
+    kept = transforms.get(name)
     if kept is None:
         value = make()
         reservation = budget.reserve(value.nbytes)
         if reservation is None:
             return value
-        kept = entry[1][name] = (value, reservation)
+        kept = transforms[name] = (value, reservation)
     return kept[0]
 
 
