@@ -30,7 +30,10 @@ import numpy as np
 import lezero.functions as F
 from lezero import cuda
 from lezero.core.config import get_config
+from lezero.core.variable import Variable
 from lezero.functions.conv import declare_fixed
+from lezero.functions.conv.functions import forward_product
+from lezero.functions.conv.geometry import conv_geometry
 from lezero.kernels.bias_act import bias_act_
 from lezero.nn import module_manners
 from lezero.nn.layers.activation import ReLU, ReLU6
@@ -96,15 +99,19 @@ def _foldable(conv, bn):
 
 
 def _sources(conv, bn):
-    arrays = [conv.weight.data, bn.running_mean, bn.running_var]
-    arrays += [p.data for p in (conv.bias, bn.weight, bn.bias) if p is not None]
+    """The arrays folded.  (Read from the modules' tables: ``Module.__getattr__`` costs
+    a microsecond a name, and this runs at every call.)"""
+    cp, bp, bb = conv._parameters, bn._parameters, bn._buffers
+    arrays = [cp["weight"].data, bb["running_mean"], bb["running_var"]]
+    arrays += [p.data for p in (cp.get("bias"), bp.get("weight"), bp.get("bias"))
+               if p is not None]
     return arrays
 
 
 def _fingerprint(conv, bn):
     """Identities of the source arrays, the bytes of a sample of their values, ``eps``."""
-    return tuple((id(a), a.ravel()[::max(1, a.size // _PROBES)].tobytes())
-                 for a in _sources(conv, bn)) + (bn.eps,)
+    return tuple([(id(a), a.ravel()[::a.size // _PROBES or 1].tobytes())
+                  for a in _sources(conv, bn)]) + (bn.eps,)
 
 
 def _folded(conv, bn):
@@ -141,9 +148,23 @@ def conv_bn(conv, bn, x, act=None):
     if bounds is None:                      # another activation: called as a module
         y = F.conv2d(x, w, b, conv.stride, padding, conv.dilation, conv.groups)
         return act(y)
-    y = F.conv2d(x, w, None, conv.stride, padding, conv.dilation, conv.groups)
+    y = _convolve(conv, x, w, padding)
     bias_act_(y.data, b, *bounds)           # bias and clamp: one pass, in place
     return y
+
+
+def _convolve(conv, x, w, padding):
+    """``F.conv2d(x, w, None, ...)`` with ``conv``'s geometry.  Where nothing watches the
+    call (no function hooks: no autocast, no profiler, no jit tracer) and ``x`` (a batch:
+    ``Conv2d`` checked it) is of ``w``'s array type and dtype, the product runs directly: the Function call, which records
+    nothing here, and its argument checks cost 40-60 us, as much as a small layer's
+    product (MobileNetV2 runs 52 of them)."""
+    xa = x.data if isinstance(x, Variable) else x
+    if get_config().function_hooks or type(xa) is not type(w) or xa.dtype != w.dtype:
+        return F.conv2d(x, w, None, conv.stride, padding, conv.dilation, conv.groups)
+    geom = conv_geometry("conv2d", xa.shape, w.shape, 2, conv.stride, padding,
+                         conv.dilation, conv.groups)
+    return Variable(forward_product(geom, "auto", xa, w, {})[0], None, False)
 
 
 def sequential(seq, x):

@@ -156,10 +156,16 @@ def split_stack(a, b, out=None):
     or 36 at batch 1) ran at half the rate of whole matrices per thread
     (docs/performance.md, "Small batches")."""
     from lezero.runtime.scheduler import run_parts, split, threads_for
-    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     (m, k), n = a.shape[-2:], b.shape[-1]
-    count = lead[0] if lead and policy.split_stacks else 1
-    parts = threads_for(count, 2.0 * math.prod(lead) * m * k * n, policy.gemm_min_part_flops)
+    least = policy.gemm_min_part_flops
+    # (the stack holds at most the product of the operands' matrix counts: a stack with
+    # too little work for two parts is told apart before its shape is broadcast)
+    if not policy.split_stacks or 2.0 * m * k * n * (a.size // max(m * k, 1)) \
+            * (b.size // max(k * n, 1)) < 2 * least:
+        return np.matmul(a, b, out=out)
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    count = lead[0] if lead else 1
+    parts = threads_for(count, 2.0 * math.prod(lead) * m * k * n, least)
     # (an uneven cut of a few matrices, 2 + 1, would leave a thread idle a third of it)
     if parts < 2 or (count % parts and count < 4 * parts) or k != b.shape[-2] \
             or (out is not None and out.shape != lead + (m, n)):

@@ -6,6 +6,7 @@ import pytest
 
 import lezero as lz
 from lezero import nn, optim
+from lezero.core.hooks import FunctionHook
 from lezero.nn import inference_fusion as fusion
 from lezero.nn.models import mobilenet_v2, resnet18, resnet50
 
@@ -172,3 +173,74 @@ def test_run_children_as_a_sequential_forward():
     with lz.no_grad():
         assert_close(fusing(x).data, plain(x).data)
     assert layers[0] in fusion._CACHE
+
+
+class _SeenFunctions(FunctionHook):
+    def __init__(self):
+        self.names = []
+
+    def forward_preprocess(self, function, in_data):
+        self.names.append(type(function).__name__)
+
+
+def _conv_bn_relu(seed=0, bias=True, stride=1, groups=1):
+    conv = nn.Conv2d(4, 8, 3, stride=stride, padding=1, groups=groups, bias=bias)
+    bn, act = randomize_bn_(nn.BatchNorm2d(8), seed), nn.ReLU6()
+    for m in (conv, bn, act):
+        m.eval()
+    return conv, bn, act
+
+
+@pytest.mark.parametrize("stride, groups", [(1, 1), (2, 1), (1, 4)])
+def test_direct_product_is_the_operators_product(stride, groups):
+    """Without function hooks the fused convolution runs its product without a Function
+    (inference_fusion._convolve); with one (a profiler, autocast, jit's tracer) it calls
+    F.conv2d, which the hook sees.  Both give the same numbers, bit for bit."""
+    conv, bn, act = _conv_bn_relu(stride=stride, groups=groups)
+    x = rand(2, 4, 9, 9) * 3
+    seen = _SeenFunctions()
+    with lz.no_grad():
+        direct = fusion.conv_bn(conv, bn, x, act)
+        with lz.using_config("function_hooks", (seen,)):
+            hooked = fusion.conv_bn(conv, bn, x, act)
+    assert seen.names == ["Conv"]
+    np.testing.assert_array_equal(direct.data, hooked.data)
+    assert direct.creator is None and not direct.requires_grad
+    with fusion.disabled(), lz.no_grad():
+        assert_close(direct.data, act(bn(conv(x))).data)
+
+
+def test_direct_product_leaves_other_inputs_to_the_operator():
+    """A Variable input and a float64 model give the unfused numbers; an input of another
+    dtype than the weights gets the operator's error."""
+    conv, bn, act = _conv_bn_relu(bias=False)
+    with lz.no_grad():
+        with pytest.raises(TypeError, match="conv2d: x dtype float16 and weight dtype"):
+            fusion.conv_bn(conv, bn, rand(2, 4, 7, 7).astype(np.float16), act)
+        v = lz.Variable(rand(2, 4, 7, 7))
+        assert_close(fusion.conv_bn(conv, bn, v, act).data, act(bn(conv(v))).data)
+    for m in (conv, bn):
+        m.double()
+    x64 = rand(2, 4, 7, 7).astype(np.float64)
+    with lz.no_grad():
+        got = fusion.conv_bn(conv, bn, x64, act).data
+        with fusion.disabled():
+            want = act(bn(conv(x64))).data
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_cache_refolds_after_batch_norm_affine_changes_in_place():
+    conv, bn, act = _conv_bn_relu(bias=False)
+    x = rand(1, 4, 6, 6)
+
+    def both():
+        with lz.no_grad():
+            fused = fusion.conv_bn(conv, bn, x, act).data.copy()
+            with fusion.disabled():
+                return fused, act(bn(conv(x))).data.copy()
+    assert_close(*both())
+    bn.bias.data += 0.5
+    assert_close(*both())
+    bn.weight.data *= -1
+    assert_close(*both())

@@ -78,3 +78,18 @@ def test_wrong_shapes_raise_numpy_errors(parts):
         blas.matmul_nd(np, a, _rand(np.random.default_rng(4), (16, 64, 8))[0],
                        out=np.empty((16, 64, 9), np.float32))
     assert parts == []
+
+
+@pytest.mark.parametrize("shapes", [((4, 8, 16), (4, 16, 8)), ((1, 8, 16), (4, 1, 16, 8)),
+                                    ((8, 16), (4, 16, 8))])
+@pytest.mark.parametrize("above", [False, True])
+def test_cut_from_two_parts_of_work(parts, shapes, above):
+    """A stack whose work makes exactly two parts of ``gemm_min_part_flops`` is cut (the
+    early exit for small stacks counts a broadcast weight's matrices right); a hair
+    less is not."""
+    a, b = _rand(np.random.default_rng(5), *shapes)
+    work = 2.0 * 8 * 16 * 8 * 4                  # four (8, 16) @ (16, 8) products
+    with policy.using(gemm_min_part_flops=work / 2 if above else work / 2 * 1.001):
+        got = blas.split_stack(a, b)
+    assert parts == ([2] if above else [])
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-4)

@@ -42,6 +42,15 @@ def problem(geom, batch, in_channels, out_channels, array, fixed_weight=False):
                        fixed_weight)
 
 
+def forward_product(geom, algo, x, w, cache):
+    """``(conv(x, w), the algorithm that ran)`` on raw arrays of ``geom``: the work of
+    ``Conv``'s forward, also run without a graph node by inference fusion."""
+    check_fits("conv", geom, x=x, w=w)
+    prob = problem(geom, x.shape[0], x.shape[1], w.shape[0], x, is_fixed(w))
+    chosen = select.choose(prob, "forward", algo)
+    return run_product(chosen, "forward", x, w, prob, cache), chosen
+
+
 def _add_bias(y, b):
     if b is not None:
         y += b.reshape((1, -1) + (1,) * (y.ndim - 2))
@@ -66,12 +75,10 @@ class Conv(Function):
         self.cache = {}
 
     def forward(self, x, w, b=None):
-        check_fits("conv", self.geom, x=x, w=w)
-        prob = problem(self.geom, x.shape[0], x.shape[1], w.shape[0], x, is_fixed(w))
-        self.chosen = select.choose(prob, "forward", self.algo)
         # keep transforms of x only if the weight will want its gradient
         self.cache["keep_input"] = bool(self.needs_input_grad) and self.needs_input_grad[1]
-        return _add_bias(run_product(self.chosen, "forward", x, w, prob, self.cache), b)
+        y, self.chosen = forward_product(self.geom, self.algo, x, w, self.cache)
+        return _add_bias(y, b)
 
     def backward(self, gy):
         x, w = self.inputs[:2]
@@ -189,4 +196,5 @@ class _Shape:
         self.shape, self.ndim = shape, len(shape)
 
 
-__all__ = ["Conv", "ConvGradInput", "ConvGradWeight", "Unfold", "Fold", "problem"]
+__all__ = ["Conv", "ConvGradInput", "ConvGradWeight", "Unfold", "Fold", "problem",
+           "forward_product"]
