@@ -150,14 +150,14 @@ def matmul_nd(xp, a, b, out=None):
 def split_stack(a, b, out=None):
     """``np.matmul(a, b, out=out)`` with the stack's leading axis cut into one part per
     thread (``scheduler.run_parts``: each part's matrices on one BLAS thread) when the
-    stack has the work for it (``policy.stack_min_part_flops`` a part) and
+    stack has the work for it (``policy.gemm_min_part_flops`` a part) and
     ``policy.split_stacks`` is on.  OpenBLAS threads each product of a stack by itself,
     a fork and a join per matrix: a convolution's stack of small products (Winograd's 16
     or 36 at batch 1) ran at half the rate of whole matrices per thread
     (docs/performance.md, "Small batches")."""
     from lezero.runtime.scheduler import run_parts, split, threads_for
     (m, k), n = a.shape[-2:], b.shape[-1]
-    least = policy.stack_min_part_flops
+    least = policy.gemm_min_part_flops
     # (the stack holds at most the product of the operands' matrix counts: a stack with
     # too little work for two parts is told apart before its shape is broadcast)
     if not policy.split_stacks or 2.0 * m * k * n * (a.size // max(m * k, 1)) \

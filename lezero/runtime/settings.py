@@ -131,8 +131,6 @@ _DEFINITIONS = (
      "counts as split over its own threads (it threads from 2^18 multiply-adds)"),
     ("split_stacks", 1, "1: a stack of products on NumPy's BLAS is cut across the "
      "threads by its leading axis (blas.split_stack)"),
-    ("stack_min_part_flops", 1.6e7, "flops per part of a stack cut across the threads "
-     "(a part hands over to a sleeping worker: 0.1 ms on a VM)"),
     ("gemm_team", 1, "1: a large product's blocks on native worker threads (gemm_team)"),
     ("pair_max_flops", 2.5e8, "Linear's backward runs its two products at once below "
      "this many flops each (above: one after the other, each on gemm_team)"),

@@ -38,7 +38,7 @@ def test_cut_stack_equals_numpy(parts, shapes, dtype, with_out):
     a, b = _rand(np.random.default_rng(0), *shapes, dtype=dtype)
     ref = np.matmul(a, b)
     out = np.full(ref.shape, np.nan, dtype) if with_out else None
-    with policy.using(stack_min_part_flops=1e3):
+    with policy.using(gemm_min_part_flops=1e3):
         got = blas.matmul_nd(np, a, b, out=out)
     assert parts == [2]
     assert got.dtype == dtype and (got is out if with_out else True)
@@ -50,7 +50,7 @@ def test_out_may_be_a_strided_view(parts):
     """The products write into a transposed view (im2col's per-sample gradient does)."""
     a, b = _rand(np.random.default_rng(1), (8, 30, 20), (8, 20, 25))
     base = np.zeros((30, 8, 25), np.float32)
-    with policy.using(stack_min_part_flops=1e3):
+    with policy.using(gemm_min_part_flops=1e3):
         blas.matmul_nd(np, a, b, out=base.transpose(1, 0, 2))
     assert parts == [2]
     np.testing.assert_allclose(base.transpose(1, 0, 2), np.matmul(a, b), rtol=1e-5, atol=1e-4)
@@ -63,7 +63,7 @@ def test_when_it_does_not_cut(parts, case):
               "two of three": ((3, 64, 64), (3, 64, 64))}.get(case, ((16, 64, 64), (16, 64, 8)))
     a, b = _rand(np.random.default_rng(2), *shapes)
     least = 1e12 if case == "too little work" else 1e3
-    with policy.using(stack_min_part_flops=least, split_stacks=int(case != "setting off")), \
+    with policy.using(gemm_min_part_flops=least, split_stacks=int(case != "setting off")), \
             lz.using_config("conv_threads", 1 if case == "one thread" else 2):
         got = blas.split_stack(a, b)
     assert parts == []
@@ -72,9 +72,9 @@ def test_when_it_does_not_cut(parts, case):
 
 def test_wrong_shapes_raise_numpy_errors(parts):
     a, b = _rand(np.random.default_rng(3), (16, 64, 64), (16, 63, 8))
-    with policy.using(stack_min_part_flops=1e3), pytest.raises(ValueError):
+    with policy.using(gemm_min_part_flops=1e3), pytest.raises(ValueError):
         blas.matmul_nd(np, a, b)
-    with policy.using(stack_min_part_flops=1e3), pytest.raises(ValueError):
+    with policy.using(gemm_min_part_flops=1e3), pytest.raises(ValueError):
         blas.matmul_nd(np, a, _rand(np.random.default_rng(4), (16, 64, 8))[0],
                        out=np.empty((16, 64, 9), np.float32))
     assert parts == []
@@ -84,12 +84,12 @@ def test_wrong_shapes_raise_numpy_errors(parts):
                                     ((8, 16), (4, 16, 8))])
 @pytest.mark.parametrize("above", [False, True])
 def test_cut_from_two_parts_of_work(parts, shapes, above):
-    """A stack whose work makes exactly two parts of ``stack_min_part_flops`` is cut (the
+    """A stack whose work makes exactly two parts of ``gemm_min_part_flops`` is cut (the
     early exit for small stacks counts a broadcast weight's matrices right); a hair
     less is not."""
     a, b = _rand(np.random.default_rng(5), *shapes)
     work = 2.0 * 8 * 16 * 8 * 4                  # four (8, 16) @ (16, 8) products
-    with policy.using(stack_min_part_flops=work / 2 if above else work / 2 * 1.001):
+    with policy.using(gemm_min_part_flops=work / 2 if above else work / 2 * 1.001):
         got = blas.split_stack(a, b)
     assert parts == ([2] if above else [])
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-4)
