@@ -115,6 +115,8 @@ _DEFINITIONS = (
     ("conv_min_part_flops", 4e6, "flops per batch part of a convolution product"),
     ("conv_product_min_part_flops", 3.2e7, "the same for an algorithm made of matrix "
      "products, where they split over native threads (gemm.native_threads)"),
+    ("pointwise_columns_below", 512, "maps smaller than this run a batch's 1x1 "
+     "convolution as one product over all its columns (conv.direct)"),
     ("conv_min_part_columns", 64, "columns per batch part of a convolution's one product "
      "(im2col's), where the whole product splits over native threads"),
     ("attention_min_part_flops", 4e6, "flops per part of the fused attention's heads"),

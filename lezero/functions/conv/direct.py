@@ -12,7 +12,8 @@ from lezero.kernels import conv_direct as direct_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
-from lezero.runtime.blas import matmul_nd
+from lezero.runtime import policy
+from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
 
 
 def _as_4d(a, nd):
@@ -82,8 +83,19 @@ class Direct(Algorithm):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):
             return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape)
-        y = matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), self._sampled(x, prob))
+        xs = self._sampled(x, prob)
+        if self._by_columns(prob):
+            return _columns_product(xp, w, xs, prob)
+        y = matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), xs)
         return y.reshape(prob.y_shape)
+
+    @staticmethod
+    def _by_columns(prob):
+        """Whether the batch's pointwise products run as one product over all its columns:
+        one group, and maps of fewer than ``policy.pointwise_columns_below`` positions,
+        where a product per sample is too narrow for BLAS to run at its rate."""
+        return (prob.geom.groups == 1 and prob.batch > 1
+                and prob.geom.out_volume < policy.pointwise_columns_below)
 
     def grad_input(self, gy, w, prob, cache):
         xp, g = xp_of(gy), prob.geom
@@ -170,6 +182,16 @@ class Direct(Algorithm):
             rate = MACHINE_DIRECT["wide_backward_fma_per_s"]
         planes = prob.batch * max(prob.in_channels, prob.out_channels)
         return fmas / rate + planes * MACHINE_DIRECT["plane_s"] + MACHINE_DIRECT["call_s"]
+
+
+def _columns_product(xp, w, xs, prob):
+    """``y (N, M, L) = W (M, C) @ x[n] (C, L)`` for every sample as one product of W and
+    the batch's columns (C, N * L): two small transposed copies, one wide product."""
+    n, c, length = prob.batch, prob.in_channels, prob.geom.out_volume
+    cols = xp.ascontiguousarray(xs.reshape(n, c, length).transpose(1, 0, 2))
+    y = blas_matmul(w.reshape(w.shape[0], c), cols.reshape(c, n * length))
+    return xp.ascontiguousarray(y.reshape(-1, n, length).transpose(1, 0, 2)).reshape(
+        prob.y_shape)
 
 
 # Single-thread constants of the tap-loop kernels, measured like the runtime policy's

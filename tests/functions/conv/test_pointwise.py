@@ -37,3 +37,24 @@ def test_pointwise_matches_torch_and_central_differences(kw):
     check_torch(fn, lambda x, w: TF.conv2d(x, w, **kw), x.astype(np.float32),
                 w.astype(np.float32), rtol=1e-4, atol=2e-5)
     check_gradient(fn, x[:1, :, :5], w)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1)])
+@pytest.mark.parametrize("columns_below", [0, 512])
+def test_batch_products_by_columns_or_per_sample(monkeypatch, kw, columns_below):
+    """On maps under ``policy.pointwise_columns_below`` positions a batch's 1x1 products
+    run as one product over all the batch's columns; both ways give PyTorch's numbers,
+    and the way taken is the one the setting says (one 2-D product, or the stack)."""
+    from lezero.functions.conv import direct
+    from lezero.runtime import policy
+    calls = []
+    real = direct.blas_matmul
+    monkeypatch.setattr(direct, "blas_matmul", lambda a, b: calls.append(b.shape) or real(a, b))
+    x, w = rand(3, 5, 6, 7, seed=3), rand(4, 5, 1, 1, seed=4)
+    with policy.using(pointwise_columns_below=columns_below):
+        check_torch(lambda x, w: F.conv2d(x, w, algo="direct", **kw),
+                    lambda x, w: TF.conv2d(x, w, **kw), x.astype(np.float32),
+                    w.astype(np.float32), rtol=1e-4, atol=2e-5)
+    positions = 6 * 7 if not kw else 4 * 5                  # output maps 6x7 and 4x5
+    assert calls == ([] if columns_below == 0 else [(5, 3 * positions)] * len(calls))
+    assert bool(calls) == bool(columns_below)

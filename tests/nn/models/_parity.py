@@ -87,13 +87,18 @@ def assert_forward_equal(ref, ours, x, train=False, rtol=1e-4):
     return expected
 
 
-def assert_grad_equal(ref, ours, x, name, train=True, rtol=1e-3):
-    """The gradient of parameter ``name`` of a fixed weighted sum of the outputs."""
+def assert_grad_equal(ref, ours, x, name, train=True, rtol=1e-3, dtype=np.float32):
+    """The gradient of parameter ``name`` of a fixed weighted sum of the outputs, both
+    models in ``dtype`` (float64 moves them there for good)."""
+    if dtype == np.float64:
+        ref.double()
+        ours.double()
+    x = x.astype(dtype)
     ref.train(train)
     ours.train(train)
     ref.zero_grad()
     out = ref(torch.from_numpy(x))
-    weights = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(np.float32)
+    weights = np.random.default_rng(1).standard_normal(tuple(out.shape)).astype(dtype)
     (out * torch.from_numpy(weights)).sum().backward()
     expected = dict(ref.named_parameters())[name].grad.numpy()
     ours.zero_grad()
@@ -105,11 +110,11 @@ def assert_grad_equal(ref, ours, x, name, train=True, rtol=1e-3):
 
 
 def check_pair(ref, ours, x, grad_param, train_x=None, rtol=1e-4, grad_rtol=1e-3,
-               grad_train=True):
+               grad_train=True, grad_dtype=np.float32):
     """The whole parity check of one small configuration: layout, strict load, eval and
     train-mode forward, one parameter's gradient (in train mode unless ``grad_train`` is
     False: through many batch-statistics norms of a tiny batch a float32 gradient can be
-    ill-conditioned, PyTorch's as much as LeZero's, against float64)."""
+    ill-conditioned, PyTorch's as much as LeZero's, against float64), in ``grad_dtype``."""
     randomize_(ref)
     assert_same_layout(ref, ours)
     load_reference(ref, ours)
@@ -117,7 +122,8 @@ def check_pair(ref, ours, x, grad_param, train_x=None, rtol=1e-4, grad_rtol=1e-3
     x_train = x if train_x is None else train_x
     assert_forward_equal(ref, ours, x_train, train=True, rtol=rtol)
     load_reference(ref, ours)           # the train-mode pass moved the running statistics
-    assert_grad_equal(ref, ours, x_train, grad_param, train=grad_train, rtol=grad_rtol)
+    assert_grad_equal(ref, ours, x_train, grad_param, train=grad_train, rtol=grad_rtol,
+                      dtype=grad_dtype)
 
 
 def check_default(name, params=None, shape=(1, 3, 32, 32)):
