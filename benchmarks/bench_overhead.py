@@ -1,4 +1,5 @@
-"""Per-operation framework overhead: a one-element add, LeZero vs PyTorch, one process.
+"""Per-operation framework overhead: a one-element add, and an inference layer (conv,
+batch norm, ReLU6) on a tiny input, LeZero vs PyTorch, one process.
 
     python benchmarks/bench_overhead.py
 
@@ -92,5 +93,51 @@ def main():
               f"{ratio:>8.2f}{tgt:>8}")
 
 
+def conv_layer_rows(n=300):
+    """The fixed cost of an inference layer: Conv2d + BatchNorm2d + ReLU6 in eval mode
+    without gradients, on a (1, 8, 4, 4) input whose product costs almost nothing.
+    LeZero runs it fused (``lezero.nn.inference_fusion``): its product directly, or
+    through the ``Conv`` Function (what a function hook, here a no-op one, makes it
+    take), or unfused (three modules, as PyTorch runs them)."""
+    import torch
+
+    import lezero as lz
+    from lezero import nn
+    from lezero.core.hooks import FunctionHook
+    from lezero.nn import inference_fusion
+
+    x = np.random.default_rng(0).standard_normal((1, 8, 4, 4)).astype(np.float32)
+    ours = nn.Sequential(nn.Conv2d(8, 8, 1), nn.BatchNorm2d(8), nn.ReLU6()).eval()
+    theirs = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 1), torch.nn.BatchNorm2d(8),
+                                 torch.nn.ReLU6()).eval()
+    tx = torch.from_numpy(x)
+
+    def layer(hooks=(), fused=True):
+        def run():
+            with lz.no_grad(), lz.using_config("function_hooks", hooks):
+                if not fused:
+                    with inference_fusion.disabled():
+                        for _ in range(n):
+                            inference_fusion.sequential(ours, x)
+                    return
+                for _ in range(n):
+                    inference_fusion.sequential(ours, x)
+        return run
+
+    def t_layer():
+        with torch.no_grad():
+            for _ in range(n):
+                theirs(tx)
+
+    print("\n== an eval Conv2d + BatchNorm2d + ReLU6 on a (1, 8, 4, 4) input, no_grad")
+    print(f"{'case':<34}{'LeZero':>10}{'PyTorch':>10}{'ratio':>8}")
+    for name, fn in [("fused, product run directly", layer()),
+                     ("fused, through the Function", layer((FunctionHook(),))),
+                     ("unfused (three modules)", layer(fused=False))]:
+        (ratio, _), (t_ours, t_theirs) = round_ratios([fn, t_layer], rounds=9, block=3)
+        print(f"{name:<34}{t_ours / n * 1e6:>7.1f} us{t_theirs / n * 1e6:>7.1f} us"
+              f"{ratio:>8.2f}")
+
+
 if __name__ == "__main__":
-    run_main(main)
+    run_main(lambda: (main(), conv_layer_rows()))
