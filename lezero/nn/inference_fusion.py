@@ -156,9 +156,9 @@ def conv_bn(conv, bn, x, act=None):
 def _convolve(conv, x, w, padding):
     """``F.conv2d(x, w, None, ...)`` with ``conv``'s geometry.  Where nothing watches the
     call (no function hooks: no autocast, no profiler, no jit tracer) and ``x`` (a batch:
-    ``Conv2d`` checked it) is of ``w``'s array type and dtype, the product runs directly: the Function call, which records
-    nothing here, and its argument checks cost 40-60 us, as much as a small layer's
-    product (MobileNetV2 runs 52 of them)."""
+    ``Conv2d`` checked it) is of ``w``'s array type and dtype, the product runs directly:
+    the Function call, which records nothing here, and its argument checks cost 40-60 us,
+    as much as a small layer's product (MobileNetV2 runs 52 of them)."""
     xa = x.data if isinstance(x, Variable) else x
     if get_config().function_hooks or type(xa) is not type(w) or xa.dtype != w.dtype:
         return F.conv2d(x, w, None, conv.stride, padding, conv.dilation, conv.groups)
