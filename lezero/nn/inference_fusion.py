@@ -31,9 +31,7 @@ import lezero.functions as F
 from lezero import cuda
 from lezero.core.config import get_config
 from lezero.core.variable import Variable
-from lezero.functions.conv import declare_fixed
-from lezero.functions.conv.functions import forward_product
-from lezero.functions.conv.geometry import conv_geometry
+from lezero.functions.conv import conv_geometry, declare_fixed, forward_product
 from lezero.kernels.bias_act import bias_act_
 from lezero.nn import module_manners
 from lezero.nn.layers.activation import ReLU, ReLU6

@@ -22,5 +22,8 @@ winner in a JSON file, ``select`` answers ``algo=`` for the Functions.
 """
 from lezero.functions.conv.operators import *   # noqa: F401,F403
 from lezero.functions.conv.operators import __all__  # noqa: F401
-# for inference fusion: its folded weights keep their transforms between calls
+# for inference fusion: its folded weights keep their transforms between calls, and its
+# convolution runs the forward product without a Function where no hook watches
 from lezero.functions.conv.algorithm import declare_fixed  # noqa: F401,E402
+from lezero.functions.conv.functions import forward_product  # noqa: F401,E402
+from lezero.functions.conv.geometry import conv_geometry  # noqa: F401,E402
