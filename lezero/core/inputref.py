@@ -27,13 +27,13 @@ class InputRef:
     __slots__ = ("creator", "index", "generation", "requires_grad", "shape", "dtype", "name")
     _hooks = _post_hooks = grad = None
 
-    def __init__(self, x, creator):
-        self.creator = creator
-        self.index = 0
+    def __init__(self, x, creator, held=None):
+        self.creator, self.index = creator, 0
         if creator is not None and len(creator.outputs) > 1:
             self.index = next(i for i, r in enumerate(creator.outputs) if r() is x)
         self.generation, self.requires_grad, self.name = x.generation, x.requires_grad, x.name
-        self.shape, self.dtype = x.shape, x.dtype
+        meta = x if held is None else held      # ``held``: x's array, read without properties
+        self.shape, self.dtype = meta.shape, meta.dtype
 
     ndim = property(lambda self: len(self.shape))
 
@@ -80,10 +80,10 @@ def release_inputs(f, keep=None):
     for i, x in enumerate(inputs):
         if i in keep or x._hooks or type(x) is InputRef:
             continue
-        c = x.creator
-        if x.requires_grad if c is None else _reads_outputs(type(c)) or _HELD(x) is None:
-            continue    # a leaf gets .grad; a creator reading its outputs needs them; no data
-        inputs[i] = InputRef(x, c)
+        c, held = x.creator, _HELD(x)
+        if x.requires_grad if c is None else held is None or _reads_outputs(type(c)):
+            continue    # a leaf gets .grad; no data; a creator reading its outputs needs them
+        inputs[i] = InputRef(x, c, held)
         count += 1
     return count
 

@@ -276,3 +276,39 @@ def test_leaving_a_hook_region_keeps_no_reference_to_the_hook():
     del probe
     gc.collect()
     assert ref() is None, "the configuration kept a hook alive after its region"
+
+
+class _Returns(lz.Function):
+    """Returns what it was built with, whatever its inputs."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def forward(self, *xs):
+        return self.out
+
+    def backward(self, gy):
+        return gy
+
+
+@pytest.mark.parametrize("n_inputs", [1, 2, 3])
+def test_a_function_returning_a_non_numeric_array_is_refused(n_inputs):
+    # Function._link wraps a plain numeric ndarray itself; anything else takes
+    # Variable's checks (one, two and three inputs take different call paths)
+    xs = [lz.Variable(np.ones(2)) for _ in range(n_inputs)]
+    for bad in (np.array(["a", "b"]), np.array([object()])):
+        with pytest.raises(TypeError, match="Variable: data of dtype .* is not numeric"):
+            _Returns(bad)(*xs)
+
+
+@pytest.mark.parametrize("record", [True, False])
+def test_a_functions_output_variable_is_complete(record):
+    x = lz.Variable(np.ones(2), requires_grad=record)
+    h = x * 2.0                                        # generation 1
+    y = _Returns(np.arange(2.0))(h)
+    assert (y.name, y.grad, y.requires_grad) == (None, None, record)
+    assert (y.creator is not None, y.generation) == ((True, 2) if record else (False, 0))
+    assert y._hooks is None and y._post_hooks is None
+    if record:
+        y.backward()
+        np.testing.assert_array_equal(x.grad.data, [2.0, 2.0])
