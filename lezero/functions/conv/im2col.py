@@ -32,11 +32,34 @@ def as_5d(a):
     return a.reshape(a.shape[:2] + (1,) * (5 - a.ndim) + a.shape[2:])
 
 
+def _single_taps(geom, in_size):
+    """For a 1x1 window whose every tap lies inside the input (no padding reached): the
+    slices of the input that are its columns, else None.  Those columns are a strided,
+    transposed view of the input, which one NumPy copy moves faster than the gather
+    kernel's loop over each plane's short rows (MobileNetV2's 1x1 layers on 5x5 maps:
+    docs/performance.md)."""
+    if geom.kernel_volume != 1 or any(geom.pad_lo):
+        return None
+    if any((o - 1) * s >= n for o, s, n in zip(geom.out_size, geom.stride, in_size)):
+        return None                             # a tap in the high padding
+    return (slice(None), slice(None)) + tuple(
+        slice(0, (o - 1) * s + 1, s) for o, s in zip(geom.out_size, geom.stride))
+
+
+def _channels_first(a):
+    """``a`` (N, C, *spatial) viewed as (C, N, *spatial)."""
+    return a.swapaxes(0, 1)
+
+
 def im2col(x, geom, out=None, name="col"):
     """The patches of ``x`` as ``(C*K, N, L)``; into ``out`` (any strides) when given."""
     N, C = x.shape[:2]
     if out is None:
         out = scratch(name, (C * geom.kernel_volume, N, geom.out_volume), x.dtype, xp_of(x))
+    taps = _single_taps(geom, x.shape[2:])
+    if taps is not None and out.flags.c_contiguous:
+        out.reshape((C, N) + geom.out_size)[...] = _channels_first(x[taps])
+        return out
     im2col_kernels.im2col(as_5d(x), out, geom.as_3d())
     return out
 
@@ -44,6 +67,15 @@ def im2col(x, geom, out=None, name="col"):
 def col2im(col, geom, x_shape, dtype):
     """The adjoint of ``im2col``: a new zeroed array of ``x_shape`` with ``col`` added in."""
     xp = xp_of(col)
+    taps = _single_taps(geom, x_shape[2:])
+    if taps is not None and col.flags.c_contiguous:
+        # (one tap per input element at most: a copy, no sums)
+        cols = _channels_first(col.reshape((x_shape[1], x_shape[0]) + geom.out_size))
+        if geom.stride == (1,) * geom.nd and tuple(geom.out_size) == tuple(x_shape[2:]):
+            return xp.ascontiguousarray(cols, dtype=dtype)
+        x = xp.zeros(x_shape, dtype=dtype)
+        x[taps] = cols
+        return x
     x = xp.zeros(x_shape, dtype=dtype)
     im2col_kernels.col2im(col, as_5d(x), geom.as_3d())
     return x
