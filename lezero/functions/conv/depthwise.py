@@ -11,7 +11,7 @@ import math
 
 from lezero.kernels import depthwise as dw_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import Algorithm
+from lezero.functions.conv.algorithm import Algorithm, output
 from lezero.functions.conv.direct import _as_4d, _geo
 
 
@@ -25,17 +25,17 @@ class Depthwise(Algorithm):
             return "needs a 1-D/2-D convolution with groups == in_channels"
         return None
 
-    def _run(self, kernel, a, b, prob, shape):
+    def _run(self, kernel, a, b, prob, shape, cache=None):
         xp, g = xp_of(a), prob.geom
-        out = xp.empty(shape, dtype=a.dtype)
+        out = output(cache, shape, a.dtype, xp)
         kernel(_as_4d(a, g.nd), _as_4d(b, g.nd), _as_4d(out, g.nd), _geo(g))
         return out
 
     def forward(self, x, w, prob, cache):
-        return self._run(dw_kernels.depthwise_forward, x, w, prob, prob.y_shape)
+        return self._run(dw_kernels.depthwise_forward, x, w, prob, prob.y_shape, cache)
 
     def grad_input(self, gy, w, prob, cache):
-        return self._run(dw_kernels.depthwise_grad_input, gy, w, prob, prob.x_shape)
+        return self._run(dw_kernels.depthwise_grad_input, gy, w, prob, prob.x_shape, cache)
 
     def grad_weight(self, x, gy, prob, cache):
         return self._run(dw_kernels.depthwise_grad_weight, x, gy, prob, prob.w_shape)

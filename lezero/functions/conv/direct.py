@@ -10,7 +10,8 @@ import math
 
 from lezero.kernels import conv_direct as direct_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import Algorithm, copy_window, padded_input, strided, window_extent
+from lezero.functions.conv.algorithm import (Algorithm, copy_window, output, padded_input, strided,
+                                             window_extent)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 from lezero.runtime import policy
 from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
@@ -82,12 +83,15 @@ class Direct(Algorithm):
     def forward(self, x, w, prob, cache):
         xp, G = xp_of(x), prob.geom.groups
         if not self._pointwise(prob):
-            return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape)
+            return self._taps(direct_kernels.direct_forward, x, w, prob, prob.y_shape,
+                              cache=cache)
         xs = self._sampled(x, prob)
         if self._by_columns(prob):
             return _columns_product(xp, w, xs, prob)
-        y = matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), xs)
-        return y.reshape(prob.y_shape)
+        y = output(cache, prob.y_shape, x.dtype, xp)
+        matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), xs, out=y.reshape(xs.shape[:2] + (
+            w.shape[0] // G, prob.geom.out_volume)))
+        return y
 
     @staticmethod
     def _by_columns(prob):
@@ -100,7 +104,8 @@ class Direct(Algorithm):
     def grad_input(self, gy, w, prob, cache):
         xp, g = xp_of(gy), prob.geom
         if not self._pointwise(prob):
-            return self._taps(direct_kernels.direct_grad_input, gy, w, prob, prob.x_shape)
+            return self._taps(direct_kernels.direct_grad_input, gy, w, prob, prob.x_shape,
+                              cache=cache)
         G = g.groups
         w2 = w.reshape(G, w.shape[0] // G, -1)
         gs = matmul_nd(xp, w2.transpose(0, 2, 1), gy.reshape(prob.batch, G, -1, g.out_volume))
@@ -126,11 +131,11 @@ class Direct(Algorithm):
         return gw.reshape(prob.w_shape)
 
     # -- tap loop (1-D and 2-D) --
-    def _taps(self, kernel, a, b, prob, shape, zeroed=False):
-        """One tap-loop product ``kernel(a, b, out, geo, groups)`` into a new ``shape``
-        array (1-D problems run as 2-D over a height of one)."""
+    def _taps(self, kernel, a, b, prob, shape, zeroed=False, cache=None):
+        """One tap-loop product ``kernel(a, b, out, geo, groups)`` into a ``shape`` array
+        (``algorithm.output``; 1-D problems run as 2-D over a height of one)."""
         xp, g = xp_of(a), prob.geom
-        out = (xp.zeros if zeroed else xp.empty)(shape, dtype=a.dtype)
+        out = output(cache, shape, a.dtype, xp, zeroed)
         kernel(_as_4d(a, g.nd), _as_4d(b, g.nd), _as_4d(out, g.nd), _geo(g), g.groups)
         return out
 

@@ -21,8 +21,8 @@ import math
 
 from lezero.kernels import im2col as im2col_kernels
 from lezero.functions.common import xp_of
-from lezero.functions.conv.algorithm import (Algorithm, cached, reserve_for_backward, scratch,
-                                             store)
+from lezero.functions.conv.algorithm import (Algorithm, cached, output, reserve_for_backward,
+                                             scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 from lezero.runtime.blas import matmul_nd
 
@@ -157,7 +157,7 @@ class Im2col(Algorithm):
         N = prob.batch
         col = _columns(x, prob, cache, True).reshape(G, kdim, N, L)
         w3 = w.reshape(G, M, kdim)
-        y = xp.empty(prob.y_shape, dtype=x.dtype)
+        y = output(cache, prob.y_shape, x.dtype, xp)
         if per_sample(prob):
             matmul_nd(xp, w3, col.transpose(2, 0, 1, 3), out=y.reshape(N, G, M, L))
             return y

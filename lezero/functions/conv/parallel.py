@@ -86,10 +86,16 @@ def run_product(algo, op, a, b, prob, cache):
         prob.y_shape if op == "forward" else prob.x_shape, dtype=a.dtype)
 
     def part(i):
-        y = algo.run(op, av[i], bv[i], subs[i], caches[i])
         if out is None:
-            return y
-        out[bounds[i][0]:bounds[i][1]] = y
+            return algo.run(op, av[i], bv[i], subs[i], caches[i])
+        rows = out[bounds[i][0]:bounds[i][1]]
+        caches[i]["out"] = rows         # the algorithm writes there (algorithm.output) ...
+        try:
+            y = algo.run(op, av[i], bv[i], subs[i], caches[i])
+        finally:
+            caches[i].pop("out", None)
+        if y is not rows:               # ... or returns its own array, copied in
+            copy_rows(rows, y)
     try:
         outs = run_parts(part, parts)
     finally:
@@ -102,6 +108,11 @@ def run_product(algo, op, a, b, prob, cache):
     for o in outs[1:]:
         total += o
     return total
+
+
+def copy_rows(rows, y):
+    """A batch part's result that was not written in its rows of the output, copied in."""
+    rows[...] = y
 
 
 def drop_backward_entries(cache):

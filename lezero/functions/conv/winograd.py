@@ -18,8 +18,8 @@ import numpy as np
 from lezero.kernels import winograd as winograd_kernels
 from lezero.functions.common import xp_of
 from lezero.functions.conv.algorithm import (Algorithm, cached, fixed_transform,
-                                             keep_within_budget, reserve_for_backward,
-                                             scratch, store)
+                                             keep_within_budget, output,
+                                             reserve_for_backward, scratch, store)
 from lezero.functions.conv.machine import gemm_seconds, stream_seconds
 from lezero.runtime import budget
 from lezero.runtime.blas import matmul as blas_matmul, matmul_nd
@@ -137,7 +137,7 @@ class Winograd(Algorithm):
         v = self._input(x, prob, cache, keep=True)
         prod = scratch("wino_M", (self.alpha ** 2, w.shape[0], v.shape[2]), x.dtype, xp)
         matmul_nd(xp, u, v, out=prod)
-        y = xp.zeros(prob.y_shape, dtype=x.dtype)
+        y = output(cache, prob.y_shape, x.dtype, xp, zeroed=True)
         AT, _, _ = matrices(self.m, x.dtype, xp)
         winograd_kernels.tiles_out(prod, AT, y, self.m, 0, 0, th, tw)
         return y
@@ -149,7 +149,7 @@ class Winograd(Algorithm):
         gt = self._grad_out(gy, prob, cache)
         prod = scratch("wino_M", (self.alpha ** 2, w.shape[1], gt.shape[2]), gy.dtype, xp)
         matmul_nd(xp, u.transpose(0, 2, 1), gt, out=prod)
-        gx = xp.zeros(prob.x_shape, dtype=gy.dtype)
+        gx = output(cache, prob.x_shape, gy.dtype, xp, zeroed=True)
         _, _, BT = matrices(self.m, gy.dtype, xp)
         py, px = prob.geom.pad_lo
         winograd_kernels.tiles_out(prod, BT.T, gx, self.m, py, px, th, tw)
