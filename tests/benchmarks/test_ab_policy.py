@@ -28,3 +28,16 @@ def test_no_setting_or_an_unknown_one_is_refused():
     assert out.returncode != 0 and "name at least one policy setting" in out.stderr
     out = _run("mlp", "no_such_entry=3", "--quick", "--shape", "tiny")
     assert out.returncode != 0 and "no_such_entry" in out.stderr
+
+
+def test_a_module_attribute_is_patched_for_the_with_rounds_only():
+    """``module:attribute=value`` replaces the attribute in the "with" rounds: a linear
+    layer whose product raises there fails the run; an unknown attribute is refused."""
+    out = _run("mlp", "lezero.functions.conv.im2col:PER_SAMPLE_MACS=0", "--quick", "--shape",
+               "tiny")
+    assert out.returncode == 0, out.stderr
+    assert "patched: ['lezero.functions.conv.im2col:PER_SAMPLE_MACS']" in out.stdout
+    out = _run("mlp", "lezero.functions:linear=None", "--quick", "--shape", "tiny")
+    assert out.returncode != 0 and "NoneType" in out.stderr
+    out = _run("mlp", "lezero.runtime.blas:no_such_name=1", "--quick", "--shape", "tiny")
+    assert out.returncode != 0 and "no_such_name" in out.stderr
