@@ -106,20 +106,17 @@ class Function:
             # record) with what its __init__ would check and set written out here (its
             # class call and __init__ frame were half of this method's time).
             y = _new(Variable)
-            y.data, y.requires_grad, y.name = ys, record, None
-            y.grad = y._hooks = y._post_hooks = None
+            y.data, y.requires_grad, y.generation = ys, record, 0
+            y.name = y.grad = y.creator = y._hooks = y._post_hooks = None
             if record:
                 self.generation, y.creator, y.generation = generation, self, generation + 1
                 self.inputs, self.outputs = inputs, [_ref(y)]
                 # generation 0: leaves and constants only, nothing worth releasing
                 if generation and self.save_inputs is not True and cfg.release_inputs:
                     release_inputs(self)
-            else:
-                y.creator, y.generation = None, 0
             return y
-        if type(ys) is not tuple:           # another array type (CuPy), or another dtype
-            ys = (ys,)
-        outputs = [Variable(y, None, record) for y in ys]
+        # several outputs, or one of another array type (CuPy) or dtype
+        outputs = [Variable(y, None, record) for y in (ys if type(ys) is tuple else (ys,))]
         if record:
             self.generation = generation
             for out in outputs:

@@ -27,13 +27,14 @@ class InputRef:
     __slots__ = ("creator", "index", "generation", "requires_grad", "shape", "dtype", "name")
     _hooks = _post_hooks = grad = None
 
-    def __init__(self, x, creator, held=None):
+    def __init__(self, x, creator, array):
+        """The edge to ``x``, an output of ``creator``; ``array``: what ``x`` holds (its
+        shape and dtype read without ``Variable``'s properties), or ``x`` itself."""
         self.creator, self.index = creator, 0
         if creator is not None and len(creator.outputs) > 1:
             self.index = next(i for i, r in enumerate(creator.outputs) if r() is x)
         self.generation, self.requires_grad, self.name = x.generation, x.requires_grad, x.name
-        meta = x if held is None else held      # ``held``: x's array, read without properties
-        self.shape, self.dtype = meta.shape, meta.dtype
+        self.shape, self.dtype = array.shape, array.dtype
 
     ndim = property(lambda self: len(self.shape))
 
@@ -83,7 +84,7 @@ def release_inputs(f, keep=None):
         c, held = x.creator, _HELD(x)
         if x.requires_grad if c is None else held is None or _reads_outputs(type(c)):
             continue    # a leaf gets .grad; no data; a creator reading its outputs needs them
-        inputs[i] = InputRef(x, c, held)
+        inputs[i] = InputRef(x, c, x if held is None else held)
         count += 1
     return count
 

@@ -80,8 +80,8 @@ def run_product(algo, op, a, b, prob, cache):
     for sub in caches:                  # (a weight transform: once, not once per part)
         for name, (key, value) in shared.items():
             store(sub, name, key, value)
-    # forward and grad_input: each part copies its rows into the one output itself (on its
-    # own thread, while they are in its cache), not one concatenation after the join
+    # forward and grad_input: each part writes its rows of the one output itself, handed
+    # them through its cache (``algorithm.output``), not one concatenation after the join
     out = None if op == "grad_weight" else cuda.get_array_module(a).empty(
         prob.y_shape if op == "forward" else prob.x_shape, dtype=a.dtype)
 
