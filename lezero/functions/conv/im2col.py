@@ -158,7 +158,7 @@ class Im2col(Algorithm):
         col = _columns(x, prob, cache, True).reshape(G, kdim, N, L)
         w3 = w.reshape(G, M, kdim)
         y = output(cache, prob.y_shape, x.dtype, xp)
-        if per_sample(prob):
+        if per_sample(prob) or N == 1:          # (one sample: y is the product's layout)
             matmul_nd(xp, w3, col.transpose(2, 0, 1, 3), out=y.reshape(N, G, M, L))
             return y
         prod = scratch("gemm", (G, M, N * L), x.dtype, xp)
