@@ -46,7 +46,7 @@ def _single_taps(geom, in_size):
         slice(0, (o - 1) * s + 1, s) for o, s in zip(geom.out_size, geom.stride))
 
 
-def _channels_first(a):
+def _channel_major(a):
     """``a`` (N, C, *spatial) viewed as (C, N, *spatial)."""
     return a.swapaxes(0, 1)
 
@@ -58,7 +58,7 @@ def im2col(x, geom, out=None, name="col"):
         out = scratch(name, (C * geom.kernel_volume, N, geom.out_volume), x.dtype, xp_of(x))
     taps = _single_taps(geom, x.shape[2:])
     if taps is not None and out.flags.c_contiguous:
-        out.reshape((C, N) + geom.out_size)[...] = _channels_first(x[taps])
+        out.reshape((C, N) + geom.out_size)[...] = _channel_major(x[taps])
         return out
     im2col_kernels.im2col(as_5d(x), out, geom.as_3d())
     return out
@@ -70,7 +70,7 @@ def col2im(col, geom, x_shape, dtype):
     taps = _single_taps(geom, x_shape[2:])
     if taps is not None and col.flags.c_contiguous:
         # (one tap per input element at most: a copy, no sums)
-        cols = _channels_first(col.reshape((x_shape[1], x_shape[0]) + geom.out_size))
+        cols = _channel_major(col.reshape((x_shape[1], x_shape[0]) + geom.out_size))
         if geom.stride == (1,) * geom.nd and tuple(geom.out_size) == tuple(x_shape[2:]):
             return xp.ascontiguousarray(cols, dtype=dtype)
         x = xp.zeros(x_shape, dtype=dtype)
@@ -82,9 +82,12 @@ def col2im(col, geom, x_shape, dtype):
 
 
 def channels_first(gy, name="gy_t"):
-    """``gy (N, C, *spatial)`` transposed to ``(C, N, L)`` in a scratch buffer."""
+    """``gy (N, C, *spatial)`` transposed to ``(C, N, L)`` in a scratch buffer (one
+    sample: ``gy`` itself, reshaped)."""
     N, C = gy.shape[:2]
     L = math.prod(gy.shape[2:])
+    if N == 1:
+        return gy.reshape(C, 1, L)
     out = scratch(name, (C, N, L), gy.dtype, xp_of(gy))
     out[...] = gy.reshape(N, C, L).transpose(1, 0, 2)
     return out
