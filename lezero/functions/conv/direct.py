@@ -87,7 +87,7 @@ class Direct(Algorithm):
                               cache=cache)
         xs = self._sampled(x, prob)
         if self._by_columns(prob):
-            return _columns_product(xp, w, xs, prob)
+            return _columns_product(xp, w, xs, prob, cache)
         y = output(cache, prob.y_shape, x.dtype, xp)
         matmul_nd(xp, w.reshape(G, w.shape[0] // G, -1), xs, out=y.reshape(xs.shape[:2] + (
             w.shape[0] // G, prob.geom.out_volume)))
@@ -189,14 +189,16 @@ class Direct(Algorithm):
         return fmas / rate + planes * MACHINE_DIRECT["plane_s"] + MACHINE_DIRECT["call_s"]
 
 
-def _columns_product(xp, w, xs, prob):
+def _columns_product(xp, w, xs, prob, cache):
     """``y (N, M, L) = W (M, C) @ x[n] (C, L)`` for every sample as one product of W and
-    the batch's columns (C, N * L): two small transposed copies, one wide product."""
+    the batch's columns (C, N * L): two small transposed copies, one wide product; the
+    second copy goes into the output (``algorithm.output``)."""
     n, c, length = prob.batch, prob.in_channels, prob.geom.out_volume
     cols = xp.ascontiguousarray(xs.reshape(n, c, length).transpose(1, 0, 2))
-    y = blas_matmul(w.reshape(w.shape[0], c), cols.reshape(c, n * length))
-    return xp.ascontiguousarray(y.reshape(-1, n, length).transpose(1, 0, 2)).reshape(
-        prob.y_shape)
+    prod = blas_matmul(w.reshape(w.shape[0], c), cols.reshape(c, n * length))
+    y = output(cache, prob.y_shape, prod.dtype, xp)
+    y.reshape(n, -1, length)[...] = prod.reshape(-1, n, length).transpose(1, 0, 2)
+    return y
 
 
 # Single-thread constants of the tap-loop kernels, measured like the runtime policy's
